@@ -1,0 +1,87 @@
+// Copies between `tpu` and the host, and within `tpu`. copy_ is registered
+// for PrivateUse1, which outranks CPU in dispatch, so every copy that touches
+// a `tpu` tensor lands here, whichever side it is on.
+#include <ATen/ops/_local_scalar_dense_native.h>
+
+#include "aten/tensor_bridge.h"
+#include "runtime/runtime.h"
+
+namespace torch_tpu::aten {
+
+namespace {
+
+bool on_tpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
+
+// A CPU tensor with the contents of a `tpu` tensor (same sizes and dtype).
+at::Tensor to_host(const at::Tensor& src) {
+  at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
+  translate_errors([&] {
+    auto buffer = runtime::read_contiguous(input_of(src));
+    buffer->to_host(host.data_ptr());
+  });
+  return host;
+}
+
+void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src) {
+  // Convert and broadcast on the host, upload once, then write the view.
+  at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  translate_errors([&] {
+    runtime::Storage* s = storage_of(dst);
+    hlo::TensorType type{to_hlo(dst.scalar_type()), {dst.sizes().begin(), dst.sizes().end()}};
+    runtime::check_writable(geometry_of(dst), "copy_");
+    runtime::Storage staging(type.nbytes(), s->device);
+    staging.base = runtime::upload(host.data_ptr(), type, s->device);
+    runtime::ViewGeometry whole{type.shape, {}, 0, type.dtype};
+    whole.strides.resize(type.shape.size());
+    int64_t st = 1;
+    for (int64_t i = static_cast<int64_t>(type.shape.size()) - 1; i >= 0; --i) {
+      whole.strides[i] = st;
+      st *= type.shape[i];
+    }
+    runtime::copy_into(input_of(dst), {&staging, whole});
+  });
+}
+
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool /*non_blocking*/) {
+  if (self.numel() == 0) return self;
+  if (on_tpu(self) && on_tpu(src)) {
+    TORCH_CHECK(self.device() == src.device(), "copy_: tpu to tpu copies across devices (",
+                src.device(), " -> ", self.device(), ") are not supported");
+    translate_errors([&] { runtime::copy_into(input_of(self), input_of(src)); });
+  } else if (on_tpu(self)) {
+    TORCH_CHECK(src.device().is_cpu(), "copy_: cannot copy from ", src.device(), " to ", self.device());
+    copy_host_to_device(self, src);
+  } else {
+    TORCH_CHECK(self.device().is_cpu(), "copy_: cannot copy from ", src.device(), " to ", self.device());
+    self.copy_(to_host(src));
+  }
+  return self;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor d = dst;
+  copy_(d, self, non_blocking);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  at::Tensor d = dst;
+  if (d.sizes() != self.sizes()) d.resize_(self.sizes());
+  copy_(d, self, false);
+  return dst;
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  return at::native::_local_scalar_dense_cpu(to_host(self));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("copy_", TORCH_FN(copy_));
+}
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,372 @@
+// The one kernel behind every lowered ATen op. It is registered (boxed) for
+// the functional op of each lowering and for that op's in-place and out=
+// variants; it reads the schema to turn IValues into lowering arguments,
+// runs the op through runtime::run_op, and puts the results back on the stack:
+//  - functional: new tensors;
+//  - in-place (`add_`): the result is written into `self` through its view,
+//    in the same program;
+//  - out= (`add.out`): the functional result is copied into `out`, which is
+//    resized first when its shape differs, as ATen's resize_output does.
+#include "aten/op_kernel.h"
+
+#include <deque>
+#include <mutex>
+#include <unordered_map>
+
+#include "aten/generator.h"
+#include "aten/tensor_bridge.h"
+#include "lowering/registry.h"
+#include "runtime/runtime.h"
+
+namespace torch_tpu::aten {
+
+namespace {
+
+using lowering::Arg;
+
+enum class Variant { Functional, InPlace, Out };
+
+struct Route {
+  const lowering::Lowering* lowering = nullptr;
+  Variant variant = Variant::Functional;
+  std::vector<int> written;  // schema indices of mutated arguments, in output order
+};
+
+std::string full_name(const c10::OperatorName& n) {
+  return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
+}
+
+bool is_written(const c10::Argument& a) { return a.alias_info() && a.alias_info()->isWrite(); }
+
+// The functional twin of an out= op: same base name, and its arguments are
+// the out= op's arguments without the written ones.
+std::optional<std::string> functional_of_out(const c10::FunctionSchema& schema) {
+  std::vector<const c10::Argument*> inputs;
+  for (const auto& a : schema.arguments())
+    if (!is_written(a)) inputs.push_back(&a);
+  for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name != schema.name() || name.overload_name == schema.overload_name()) continue;
+    auto op = c10::Dispatcher::singleton().findSchema(name);
+    if (!op) continue;
+    const auto& args = op->schema().arguments();
+    if (args.size() != inputs.size()) continue;
+    bool same = true;
+    for (size_t i = 0; i < args.size() && same; ++i)
+      same = args[i].name() == inputs[i]->name() && !is_written(args[i]) &&
+             *args[i].type() == *inputs[i]->type();
+    if (same) return full_name(name);
+  }
+  return std::nullopt;
+}
+
+Route compute_route(const c10::OperatorHandle& op) {
+  const auto& schema = op.schema();
+  Route r;
+  for (size_t i = 0; i < schema.arguments().size(); ++i)
+    if (is_written(schema.arguments()[i])) r.written.push_back(static_cast<int>(i));
+  std::string name = full_name(schema.operator_name());
+  if (r.written.empty()) {
+    r.lowering = lowering::find_lowering(name);
+    return r;
+  }
+  bool out_variant = schema.arguments()[r.written[0]].kwarg_only();
+  if (out_variant) {
+    r.variant = Variant::Out;
+    if (auto f = functional_of_out(schema)) r.lowering = lowering::find_lowering(*f);
+  } else {
+    r.variant = Variant::InPlace;
+    const std::string& base = schema.name();
+    if (!base.empty() && base.back() == '_') {
+      std::string functional = base.substr(0, base.size() - 1);
+      if (!schema.overload_name().empty()) functional += "." + schema.overload_name();
+      r.lowering = lowering::find_lowering(functional);
+    }
+  }
+  return r;
+}
+
+const Route& route_of(const c10::OperatorHandle& op) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, Route> routes;
+  std::lock_guard<std::mutex> lock(mu);
+  std::string name = full_name(op.schema().operator_name());
+  auto it = routes.find(name);
+  if (it == routes.end()) it = routes.emplace(name, compute_route(op)).first;
+  return it->second;
+}
+
+// Turns the schema's IValues into lowering arguments and tensor inputs.
+class ArgReader {
+ public:
+  ArgReader(const c10::FunctionSchema& schema, runtime::OpCall& call)
+      : schema_(schema), call_(call) {}
+
+  void read(const std::vector<c10::IValue>& values, const std::vector<int>& skip) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (std::find(skip.begin(), skip.end(), static_cast<int>(i)) != skip.end()) continue;
+      Arg a;
+      a.index = static_cast<int>(call_.args.size());
+      std::vector<std::optional<runtime::TensorInput>> ins;
+      convert(schema_.arguments()[i], values[i], a, ins);
+      call_.args.push_back(std::move(a));
+      call_.inputs.push_back(std::move(ins));
+    }
+    // Generators reserve values for the op's size: the first tensor's numel.
+    for (auto& a : call_.args)
+      if (a.kind == Arg::Kind::Rng) {
+        auto [seed, offset] = generator_->take(static_cast<uint64_t>(first_numel_));
+        a.rng_seed = seed;
+        a.rng_offset = offset;
+      }
+  }
+
+  int device() const { return device_ < 0 ? current_device() : device_; }
+  // Keeps uploaded CPU scalars alive for the op's duration.
+  std::vector<std::unique_ptr<runtime::Storage>> staged;
+
+ private:
+  std::optional<runtime::TensorInput> tensor_input(const at::Tensor& t, Arg* a) {
+    if (!t.defined()) return std::nullopt;
+    if (t.device().type() == c10::DeviceType::PrivateUse1) {
+      note_device(t.device().index(), t);
+      if (first_numel_ < 0) first_numel_ = t.numel();
+      return input_of(t);
+    }
+    // CPU 0-dim tensors (Python numbers and scalars) are allowed beside
+    // device tensors, as on CUDA; anything else is a device mix-up.
+    TORCH_CHECK(t.dim() == 0 && t.device().is_cpu(),
+                "Expected all tensors to be on the same device, but found at least two devices, ",
+                c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device())),
+                " and ", t.device(), "! (when checking arguments of ", schema_.name(), ")");
+    if (a) a->wrapped_number = t.unsafeGetTensorImpl()->is_wrapped_number();
+    hlo::TensorType type{to_hlo(t.scalar_type()), {}};
+    auto s = std::make_unique<runtime::Storage>(type.nbytes(), device());
+    s->base = translate_errors([&] { return runtime::upload(t.const_data_ptr(), type, device()); });
+    runtime::TensorInput in{s.get(), {{}, {}, 0, type.dtype}};
+    staged.push_back(std::move(s));
+    return in;
+  }
+
+  void note_device(int index, const at::Tensor& t) {
+    if (device_ < 0) {
+      device_ = index;
+      return;
+    }
+    TORCH_CHECK(device_ == index,
+                "Expected all tensors to be on the same device, but found at least two devices, tpu:",
+                device_, " and ", t.device(), "! (when checking arguments of ", schema_.name(), ")");
+  }
+
+  void convert(const c10::Argument& arg, const c10::IValue& v, Arg& a,
+               std::vector<std::optional<runtime::TensorInput>>& ins) {
+    const c10::TypePtr& type = arg.real_type();
+    if (v.isNone()) {
+      if (type->kind() == c10::TypeKind::OptionalType &&
+          type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType)
+        return rng(std::nullopt, a);
+      a.kind = Arg::Kind::None;
+      return;
+    }
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined()) {
+        a.kind = Arg::Kind::None;
+        return;
+      }
+      a.kind = Arg::Kind::Tensor;
+      ins.push_back(tensor_input(t, &a));
+      return;
+    }
+    if (v.isTensorList()) {
+      a.kind = Arg::Kind::TensorList;
+      for (const at::Tensor& t : v.toTensorVector()) ins.push_back(tensor_input(t, nullptr));
+      return;
+    }
+    if (v.isList() && type->kind() == c10::TypeKind::ListType) {
+      const c10::TypePtr& elem = type->castRaw<c10::ListType>()->getElementType();
+      bool optional_tensors = elem->kind() == c10::TypeKind::OptionalType &&
+          elem->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType;
+      if (optional_tensors) {  // Tensor?[] (indices)
+        a.kind = Arg::Kind::TensorList;
+        for (const c10::IValue& e : v.toListRef())
+          ins.push_back(e.isTensor() ? tensor_input(e.toTensor(), nullptr) : std::nullopt);
+        return;
+      }
+    }
+    c10::TypeKind kind = type->kind();
+    if (kind == c10::TypeKind::OptionalType) kind = type->castRaw<c10::OptionalType>()->getElementType()->kind();
+    switch (kind) {
+      case c10::TypeKind::ScalarTypeType:
+        a.kind = Arg::Kind::DType;
+        a.dtype = to_hlo(v.toScalarType());
+        return;
+      case c10::TypeKind::LayoutType:
+      case c10::TypeKind::MemoryFormatType:
+        a.kind = Arg::Kind::None;
+        return;
+      case c10::TypeKind::DeviceObjType: {
+        c10::Device d = v.toDevice();
+        if (d.type() == c10::DeviceType::PrivateUse1 && d.has_index()) device_ = d.index();
+        a.kind = Arg::Kind::None;
+        return;
+      }
+      case c10::TypeKind::GeneratorType:
+        return rng(v.toGenerator(), a);
+      case c10::TypeKind::NumberType:
+        return number(v.toScalar(), a);
+      default: break;
+    }
+    if (v.isInt() || v.isSymInt()) {
+      a.kind = Arg::Kind::Int;
+      a.i = v.isInt() ? v.toInt() : v.toSymInt().expect_int();
+    } else if (v.isDouble()) {
+      a.kind = Arg::Kind::Float;
+      a.f = v.toDouble();
+    } else if (v.isBool()) {
+      a.kind = Arg::Kind::Bool;
+      a.b = v.toBool();
+    } else if (v.isString()) {
+      a.kind = Arg::Kind::String;
+      a.s = v.toStringRef();
+    } else if (v.isScalar()) {
+      number(v.toScalar(), a);
+    } else if (v.isList()) {
+      fill_list(v, a, ins);
+    } else {
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: argument '", arg.name(), "' of ", schema_.name(),
+                                  " has a type the tpu backend does not handle: ", type->str());
+    }
+  }
+
+  void fill_list(const c10::IValue& v, Arg& a, std::vector<std::optional<runtime::TensorInput>>& ins) {
+    ins.clear();
+    if (v.isIntList()) {
+      a.kind = Arg::Kind::IntList;
+      a.ints = v.toIntVector();
+    } else if (v.isDoubleList()) {
+      a.kind = Arg::Kind::FloatList;
+      a.floats = v.toDoubleVector();
+    } else if (v.isBoolList()) {
+      a.kind = Arg::Kind::BoolList;
+      for (bool b : v.toBoolList()) a.bools.push_back(b);
+    } else {
+      a.kind = Arg::Kind::IntList;  // SymInt[] arrives as a generic list
+      for (const c10::IValue& e : v.toListRef())
+        a.ints.push_back(e.isSymInt() ? e.toSymInt().expect_int() : e.toInt());
+    }
+  }
+
+  void number(const c10::Scalar& s, Arg& a) {
+    a.kind = Arg::Kind::Number;
+    if (s.isBoolean()) {
+      a.number.kind = lowering::Number::Kind::Bool;
+      a.number.i = s.toBool();
+    } else if (s.isIntegral(false)) {
+      a.number.kind = lowering::Number::Kind::Int;
+      a.number.i = s.toLong();
+    } else if (s.isComplex()) {
+      a.number.kind = lowering::Number::Kind::Complex;
+      auto c = s.toComplexDouble();
+      a.number.f = c.real();
+      a.number.im = c.imag();
+    } else {
+      a.number.kind = lowering::Number::Kind::Float;
+      a.number.f = s.toDouble();
+    }
+  }
+
+  void rng(std::optional<at::Generator> g, Arg& a) {
+    a.kind = Arg::Kind::Rng;
+    at::Generator gen = g && g->defined() ? *g : default_generator(static_cast<c10::DeviceIndex>(device()));
+    generator_ = gen.get<TpuGenerator>();
+    generator_holder_ = gen;
+  }
+
+  const c10::FunctionSchema& schema_;
+  runtime::OpCall& call_;
+  int device_ = -1;
+  int64_t first_numel_ = -1;
+  TpuGenerator* generator_ = nullptr;
+  at::Generator generator_holder_;
+};
+
+bool returns_list(const c10::FunctionSchema& schema) {
+  return schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
+}
+
+void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Route& route) {
+  const auto& schema = op.schema();
+  size_t n = schema.arguments().size();
+  std::vector<c10::IValue> values(stack->end() - n, stack->end());
+  std::vector<int> skip = route.variant == Variant::Out ? route.written : std::vector<int>{};
+
+  runtime::OpCall call;
+  call.lowering = route.lowering;
+  call.default_float = to_hlo(at::get_default_dtype_as_scalartype());
+  ArgReader reader(schema, call);
+  reader.read(values, skip);
+  call.device = reader.device();
+
+  if (route.variant == Variant::InPlace) {
+    for (int idx : route.written) {
+      const at::Tensor& t = values[idx].toTensor();
+      TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, schema.name(),
+                  ": in-place target must be a tpu tensor, got ", t.device());
+      translate_errors([&] { runtime::check_writable(geometry_of(t), schema.name().c_str()); });
+      call.destinations.push_back(runtime::Destination{input_of(t), true});
+    }
+  }
+  auto outputs = translate_errors([&] { return runtime::run_op(call); });
+  torch::jit::drop(*stack, n);
+
+  if (route.variant == Variant::InPlace) {
+    for (size_t k = 0; k < schema.returns().size(); ++k) stack->push_back(values[route.written[k]]);
+    return;
+  }
+  std::vector<at::Tensor> results;
+  for (auto& buf : outputs) results.push_back(wrap_buffer(buf, call.device));
+  if (route.variant == Variant::Out) {
+    for (size_t k = 0; k < route.written.size() && k < results.size(); ++k) {
+      at::Tensor out = values[route.written[k]].toTensor();
+      const at::Tensor& r = results[k];
+      if (out.sizes() != r.sizes()) at::native::resize_output(out, r.sizes());
+      TORCH_CHECK(c10::canCast(r.scalar_type(), out.scalar_type()), "result type ",
+                  r.scalar_type(), " can't be cast to the desired output type ", out.scalar_type());
+      out.copy_(r);
+    }
+    for (size_t k = 0; k < schema.returns().size(); ++k) stack->push_back(values[route.written[k]]);
+    return;
+  }
+  if (returns_list(schema)) {
+    stack->push_back(c10::IValue(results));
+  } else {
+    TORCH_CHECK(results.size() == schema.returns().size(), "tpu lowering of ", schema.name(),
+                " returned ", results.size(), " values; the schema has ", schema.returns().size());
+    for (auto& r : results) stack->push_back(std::move(r));
+  }
+}
+
+}  // namespace
+
+void lowered_op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const Route& route = route_of(op);
+  if (route.lowering == nullptr) return unsupported_op(op, stack);
+  run_lowered(op, stack, route);
+}
+
+void register_lowered_ops(torch::Library& lib) {
+  // Every overload whose functional twin has a lowering: the functional op
+  // itself, its in-place form and its out= forms.
+  for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    auto op = c10::Dispatcher::singleton().findSchema(name);
+    if (!op || name.name.rfind("aten::", 0) != 0) continue;
+    if (route_of(*op).lowering == nullptr) continue;
+    // Kernels written by hand in aten/ (copy_, views) take precedence.
+    if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+    static std::deque<std::string> names;  // the library may keep the pointer
+    names.push_back(full_name(name).substr(6));
+    lib.impl(names.back().c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_op_kernel>());
+  }
+}
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,205 @@
+// Builds one StableHLO module (`func.func @main`) as MLIR text in the generic
+// operation form, which every StableHLO version parses the same way.
+//
+// Values are SSA numbers that are unique across the whole module, so a value
+// may be used inside any region nested below where it was made. Regions
+// (reduce, sort, scatter, select_and_scatter, while, case) are built by
+// callbacks that receive the region's block arguments and return the values
+// the region yields.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hlo/types.h"
+
+namespace torch_tpu::hlo {
+
+struct Value {
+  int id = -1;
+  TensorType type;
+  bool valid() const { return id >= 0; }
+  const Shape& shape() const { return type.shape; }
+  ElementType dtype() const { return type.dtype; }
+  int64_t rank() const { return type.rank(); }
+};
+
+enum class Compare { EQ, NE, LT, LE, GT, GE };
+
+class Builder;
+using RegionFn = std::function<std::vector<Value>(Builder&, const std::vector<Value>& args)>;
+
+class Builder {
+ public:
+  Builder();
+
+  // ---- module interface
+  // A parameter of @main, in order of creation. `donate_to_result` >= 0 marks
+  // the parameter as aliased with that result (buffer donation).
+  Value parameter(const TensorType& type);
+  void alias_parameter(const Value& param, int result_index);
+  // The module text, returning `results` from @main.
+  std::string module(const std::vector<Value>& results) const;
+  int num_parameters() const { return static_cast<int>(params_.size()); }
+
+  // ---- constants
+  Value constant(double v, ElementType t);   // rank 0; floats printed exactly
+  Value constant_int(int64_t v, ElementType t);
+  Value constant_bool(bool v);
+  // Broadcast of a scalar constant to `shape`.
+  Value full(double v, ElementType t, const Shape& shape);
+  Value zeros(ElementType t, const Shape& shape) { return full(0, t, shape); }
+  // The largest / lowest finite-or-infinite value of t (inf for floats).
+  Value max_value(ElementType t);
+  Value min_value(ElementType t);
+
+  // ---- elementwise
+  Value add(Value a, Value b);
+  Value sub(Value a, Value b);
+  Value mul(Value a, Value b);
+  Value div(Value a, Value b);
+  Value rem(Value a, Value b);
+  Value pow(Value a, Value b);
+  Value max(Value a, Value b);
+  Value min(Value a, Value b);
+  Value and_(Value a, Value b);
+  Value or_(Value a, Value b);
+  Value xor_(Value a, Value b);
+  Value shift_left(Value a, Value b);
+  Value shift_right_arithmetic(Value a, Value b);
+  Value shift_right_logical(Value a, Value b);
+  Value atan2(Value a, Value b);
+  Value neg(Value a);
+  Value abs(Value a);
+  Value exp(Value a);
+  Value expm1(Value a);
+  Value log(Value a);
+  Value log1p(Value a);
+  Value sqrt(Value a);
+  Value rsqrt(Value a);
+  Value cbrt(Value a);
+  Value tanh(Value a);
+  Value logistic(Value a);
+  Value sine(Value a);
+  Value cosine(Value a);
+  Value tan(Value a);
+  Value floor(Value a);
+  Value ceil(Value a);
+  Value round_nearest_even(Value a);
+  Value round_nearest_afz(Value a);
+  Value sign(Value a);
+  Value not_(Value a);
+  Value is_finite(Value a);  // -> i1
+  Value popcnt(Value a);
+  Value clz(Value a);
+  Value real(Value a);
+  Value imag(Value a);
+  Value complex(Value re, Value im);
+  // Generic unary/binary elementwise op by StableHLO name ("stablehlo.erf" is
+  // chlo, so only stablehlo.* names belong here). Result type = a's type.
+  Value unary(const char* name, Value a);
+  Value binary(const char* name, Value a, Value b);
+
+  Value compare(Value a, Value b, Compare dir);  // -> i1; float compare is TOTALORDER-free (IEEE)
+  Value select(Value pred, Value on_true, Value on_false);
+  Value clamp(Value lo, Value x, Value hi);
+  Value convert(Value a, ElementType to);
+  // Same-width reinterpretation keeps the shape; a narrower target appends a
+  // trailing dimension, a wider target consumes the trailing dimension.
+  Value bitcast_convert(Value a, const TensorType& to);
+
+  // ---- shape
+  Value reshape(Value a, const Shape& shape);
+  Value transpose(Value a, const std::vector<int64_t>& permutation);
+  // Result dimension dims[i] receives operand dimension i.
+  Value broadcast_in_dim(Value a, const Shape& shape, const std::vector<int64_t>& dims);
+  Value slice(Value a, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
+              const std::vector<int64_t>& strides);
+  Value dynamic_slice(Value a, const std::vector<Value>& start_indices, const Shape& sizes);
+  Value dynamic_update_slice(Value a, Value update, const std::vector<Value>& start_indices);
+  Value concatenate(const std::vector<Value>& values, int64_t dim);
+  Value pad(Value a, Value pad_value, const std::vector<int64_t>& low,
+            const std::vector<int64_t>& high, const std::vector<int64_t>& interior);
+  Value reverse(Value a, const std::vector<int64_t>& dims);
+  Value iota(const TensorType& type, int64_t dim);
+
+  // ---- linear algebra
+  Value dot_general(Value lhs, Value rhs, const std::vector<int64_t>& lhs_batch,
+                    const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
+                    const std::vector<int64_t>& rhs_contract, ElementType result);
+
+  // ---- ops with regions
+  // Reduces `inputs` over `dims` starting from `inits` (rank-0 values). The
+  // body receives (acc_0..acc_n-1, x_0..x_n-1) as rank-0 values.
+  std::vector<Value> reduce(const std::vector<Value>& inputs, const std::vector<Value>& inits,
+                            const std::vector<int64_t>& dims, const RegionFn& body);
+  // Shorthand for a single-input reduction with a binary body op.
+  Value reduce_sum(Value a, const std::vector<int64_t>& dims);
+  Value reduce_max(Value a, const std::vector<int64_t>& dims);
+  Value reduce_min(Value a, const std::vector<int64_t>& dims);
+  Value reduce_prod(Value a, const std::vector<int64_t>& dims);
+  Value reduce_and(Value a, const std::vector<int64_t>& dims);
+  Value reduce_or(Value a, const std::vector<int64_t>& dims);
+
+  std::vector<Value> reduce_window(const std::vector<Value>& inputs, const std::vector<Value>& inits,
+                                   const std::vector<int64_t>& window_dims,
+                                   const std::vector<int64_t>& window_strides,
+                                   const std::vector<int64_t>& base_dilations,
+                                   const std::vector<int64_t>& window_dilations,
+                                   const std::vector<std::pair<int64_t, int64_t>>& padding,
+                                   const RegionFn& body);
+  // The comparator receives (a_0, b_0, a_1, b_1, ...) as rank-0 values and returns one i1.
+  std::vector<Value> sort(const std::vector<Value>& inputs, int64_t dim, bool is_stable,
+                          const RegionFn& comparator);
+
+  // Gather/scatter with the full StableHLO dimension numbers.
+  struct GatherDims {
+    std::vector<int64_t> offset_dims, collapsed_slice_dims, operand_batching_dims,
+        start_indices_batching_dims, start_index_map;
+    int64_t index_vector_dim = 0;
+  };
+  Value gather(Value operand, Value indices, const GatherDims& dims,
+               const std::vector<int64_t>& slice_sizes, const Shape& result_shape);
+  struct ScatterDims {
+    std::vector<int64_t> update_window_dims, inserted_window_dims, input_batching_dims,
+        scatter_indices_batching_dims, scatter_dims_to_operand_dims;
+    int64_t index_vector_dim = 0;
+  };
+  // The update body receives (current, update) and returns the new value.
+  Value scatter(Value operand, Value indices, Value updates, const ScatterDims& dims,
+                const RegionFn& update);
+
+  Value rng_bit_generator(Value state, const TensorType& result, Value* new_state);  // PHILOX
+
+  // Emit any op: `attrs` is the text inside `{...}` (may be empty).
+  Value op(const std::string& name, const std::vector<Value>& operands, const TensorType& result,
+           const std::string& attrs = "");
+  std::vector<Value> op_multi(const std::string& name, const std::vector<Value>& operands,
+                              const std::vector<TensorType>& results, const std::string& attrs,
+                              const std::vector<std::pair<std::vector<TensorType>, RegionFn>>& regions);
+
+ private:
+  struct Block {
+    std::string text;
+    int indent = 4;
+  };
+  Value fresh(const TensorType& t);
+  std::string region_text(const std::vector<TensorType>& arg_types, const RegionFn& fn);
+  void emit(const std::string& line);
+
+  int next_id_ = 0;
+  std::vector<TensorType> params_;
+  std::vector<int> param_ids_;
+  std::vector<int> param_alias_;  // result index or -1
+  std::vector<Block> blocks_;     // stack; blocks_[0] is @main's body
+};
+
+// Type of a rank-0 tensor of t.
+inline TensorType scalar_type(ElementType t) { return TensorType{t, {}}; }
+
+// Prints a number as the MLIR literal of element type t (hex for floats so
+// that inf, nan and every bit pattern survive).
+std::string literal(double v, ElementType t);
+
+}  // namespace torch_tpu::hlo

@@ -1,0 +1,66 @@
+// Helpers every op family shares: PyTorch's type promotion and broadcasting,
+// dimension wrapping, and turning arguments into values of a chosen type.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "lowering/context.h"
+
+namespace torch_tpu::lowering {
+
+using hlo::ElementType;
+using hlo::Shape;
+using hlo::Value;
+
+// torch.result_type over tensors and numbers (c10's ResultTypeState rules:
+// dimensioned tensors outrank 0-dim tensors, which outrank wrapped numbers,
+// unless a lower group has a higher category: bool < int < float < complex).
+ElementType result_type(const Context& ctx, const std::vector<const Arg*>& operands);
+// Category order used by promotion and by can_cast.
+bool can_cast(ElementType from, ElementType to);
+ElementType promote(ElementType a, ElementType b);
+// Integer and bool inputs of float-only ops (exp, sqrt, div...) compute in
+// the default float type.
+ElementType to_float(const Context& ctx, ElementType t);
+
+// Broadcast shapes with PyTorch's error message.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+Value broadcast_to(hlo::Builder& b, Value v, const Shape& shape);
+
+// Wraps a possibly negative dim; IndexError like PyTorch's when out of range.
+int64_t wrap_dim(int64_t dim, int64_t rank);
+std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t rank);
+
+// A Tensor or Number argument as a value of type t (converted; numbers become
+// parameters unless the lowering is static).
+Value operand(Context& ctx, const Arg& a, ElementType t);
+
+// Converts if needed.
+Value cast(hlo::Builder& b, Value v, ElementType t);
+
+// Elementwise binary over two Tensor/Number args: promote, broadcast, apply.
+// `compute` is the type the op computes in (defaults to the promoted type).
+using BinaryFn = Value (*)(hlo::Builder& b, Value x, Value y);
+Value binary_op(Context& ctx, const Arg& a, const Arg& c, BinaryFn fn,
+                std::optional<ElementType> compute = std::nullopt);
+
+// The shape of `shape` with `dims` removed (keepdim=false) or set to 1.
+Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& dims, bool keepdim);
+// dims of a reduction: empty/None means all dims.
+std::vector<int64_t> reduction_dims(const Arg& dims_arg, int64_t rank);
+
+// ---- Math shared by elementwise.cpp and activation.cpp (defined in
+// elementwise.cpp; candidates to move into common.cpp).
+
+// The type PyTorch computes a half-precision op in (f32), else t itself.
+ElementType opmath(ElementType t);
+// NotImplementedError `"<kernel>" not implemented for '<Type>'` (PyTorch's
+// wording and type names) unless `ok`.
+void check_dtype(bool ok, const char* kernel, ElementType t);
+// erf and erfc of a float value, accurate to its type (StableHLO has no erf;
+// half types compute in f32).
+Value erf(hlo::Builder& b, Value x);
+Value erfc(hlo::Builder& b, Value x);
+
+}  // namespace torch_tpu::lowering

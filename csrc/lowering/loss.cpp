@@ -1,0 +1,347 @@
+// Losses. cross_entropy is composite (log_softmax + nll_loss, or a product
+// and sum for probability targets), so nll_loss carries class-index losses;
+// the pointwise losses (mse, smooth_l1, huber) share one table of formulas
+// and their derivatives, and binary_cross_entropy stands alone.
+#include "lowering/common.h"
+#include "lowering/registry.h"
+
+namespace torch_tpu::lowering {
+
+namespace {
+
+using hlo::Builder;
+using hlo::Compare;
+using E = ElementType;
+using Dims = std::vector<int64_t>;
+
+E acc_type(E t) { return t == E::F16 || t == E::BF16 ? E::F32 : t; }
+
+enum Reduction : int64_t { None = 0, Mean = 1, Sum = 2 };
+
+Reduction reduction_of(const Arg& a) {
+  int64_t r = a.as_int();
+  TPU_CHECK(r >= 0 && r <= 2, ErrorKind::Value, r, " is not a valid value for reduction");
+  return static_cast<Reduction>(r);
+}
+
+Value sum_all(Builder& b, Value v) {
+  if (v.rank() == 0) return v;
+  Dims all(v.rank());
+  for (int64_t i = 0; i < v.rank(); ++i) all[i] = i;
+  return b.reduce_sum(v, all);
+}
+
+Value reduce_loss(Builder& b, Value loss, Reduction r) {
+  if (r == None) return loss;
+  Value s = sum_all(b, loss);
+  if (r == Sum) return s;
+  // Mean over no elements is 0/0 = NaN, as in PyTorch.
+  return b.div(s, b.constant(double(loss.type.numel()), loss.dtype()));
+}
+
+// The scale each element's derivative gets from the reduction.
+Value grad_scale(Builder& b, Value g, Reduction r, const Shape& shape, E acc) {
+  Value ga = cast(b, g, acc);
+  if (r == Mean) ga = b.div(ga, b.constant(double(hlo::TensorType{acc, shape}.numel()), acc));
+  return broadcast_to(b, ga, shape);
+}
+
+const char* scalar_name(E t) {
+  switch (t) {
+    case E::Bool: return "Bool";
+    case E::U8: return "Byte";
+    case E::I8: return "Char";
+    case E::I16: return "Short";
+    case E::I32: return "Int";
+    case E::I64: return "Long";
+    case E::F16: return "Half";
+    case E::BF16: return "BFloat16";
+    case E::F32: return "Float";
+    case E::F64: return "Double";
+    default: return hlo::short_name(t);
+  }
+}
+
+// ---- nll_loss: input (C), (N, C) or (N, C, d1, ...), class dim 1 (0 unbatched)
+
+enum class NllForm { Flat, Spatial };  // nll_loss / nll_loss2d
+
+void check_nll(const Value& self, const Value& target, const std::optional<Value>& weight,
+               NllForm form) {
+  if (form == NllForm::Flat) {
+    TPU_CHECK(self.rank() >= 1 && self.rank() <= 2, ErrorKind::Runtime,
+              "input tensor should be 1D or 2D");
+    TPU_CHECK(target.rank() <= 1, ErrorKind::Runtime,
+              "0D or 1D target tensor expected, multi-target not supported");
+    bool unbatched = self.rank() == 1 && target.rank() == 0;
+    TPU_CHECK(unbatched || (self.rank() == 2 && target.rank() == 1 &&
+                            self.shape()[0] == target.shape()[0]),
+              ErrorKind::Runtime, "size mismatch (got input: ", hlo::shape_str(self.shape()),
+              ", target: ", hlo::shape_str(target.shape()), ")");
+  } else {
+    TPU_CHECK(target.rank() == 3, ErrorKind::Runtime,
+              "only batches of spatial targets supported (3D tensors) but got targets of "
+              "dimension: ",
+              target.rank());
+    TPU_CHECK(self.rank() == 4, ErrorKind::Runtime,
+              "only batches of spatial inputs supported (4D tensors), but got input of "
+              "dimension: ",
+              self.rank());
+    const Shape& s = self.shape();
+    const Shape& t = target.shape();
+    TPU_CHECK(s[0] == t[0] && s[2] == t[1] && s[3] == t[2], ErrorKind::Runtime,
+              "input and target batch or spatial sizes don't match: target ", hlo::shape_str(t),
+              ", input ", hlo::shape_str(s));
+  }
+  TPU_CHECK(target.dtype() == E::I64 || target.dtype() == E::U8, ErrorKind::Runtime,
+            "expected target dtype to be Long or Byte, but got ", scalar_name(target.dtype()));
+  TPU_CHECK(hlo::is_float(self.dtype()), ErrorKind::NotImplemented,
+            "\"nll_loss\" not implemented for '", scalar_name(self.dtype()), "'");
+  int64_t classes = self.shape()[self.rank() == 1 ? 0 : 1];
+  if (weight)
+    TPU_CHECK(weight->type.numel() == classes, ErrorKind::Runtime,
+              "weight tensor should be defined either for all ", classes,
+              " classes or no classes but got weight tensor of shape: ",
+              hlo::shape_str(weight->shape()));
+}
+
+// Each target as a one-hot mask over the class dim, rather than a gather:
+// the backward needs exactly this mask, and a target outside [0, C) (other
+// than ignore_index) then picks nothing and contributes 0 instead of being
+// clamped onto a class.
+struct Picked {
+  Value mask;    // self-shaped: true at each position's target class
+  Value valid;   // target-shaped: target != ignore_index
+  Value weight;  // target-shaped class weight, 0 where ignored
+  Dims target_dims;  // where target dims sit in self
+  int64_t cdim;
+};
+
+Picked pick(Builder& b, const Value& self, const Value& target, const std::optional<Value>& weight,
+            int64_t ignore_index, E acc) {
+  Picked p;
+  p.cdim = self.rank() == 1 ? 0 : 1;
+  for (int64_t i = 0; i < self.rank(); ++i)
+    if (i != p.cdim) p.target_dims.push_back(i);
+  Value t = cast(b, target, E::I64);
+  Value classes = b.iota(hlo::TensorType{E::I64, self.shape()}, p.cdim);
+  p.mask = b.compare(classes, b.broadcast_in_dim(t, self.shape(), p.target_dims), Compare::EQ);
+  Value ignore = b.broadcast_in_dim(b.constant_int(ignore_index, E::I64), t.shape(), {});
+  p.valid = b.compare(t, ignore, Compare::NE);
+  Value zeros = b.zeros(acc, t.shape());
+  Value w = b.full(1, acc, t.shape());
+  if (weight) {
+    Value wb = b.broadcast_in_dim(b.reshape(cast(b, *weight, acc), {weight->type.numel()}),
+                                  self.shape(), {p.cdim});
+    w = b.reduce_sum(b.select(p.mask, wb, b.zeros(acc, self.shape())), {p.cdim});
+  }
+  p.weight = b.select(p.valid, w, zeros);
+  return p;
+}
+
+// (output, total_weight)
+std::vector<Value> nll_forward(Context& ctx, const Args& a, NllForm form) {
+  Builder& b = ctx.b;
+  Value self = a[0].as_tensor(), target = a[1].as_tensor();
+  auto weight = a[2].opt_tensor();
+  Reduction r = reduction_of(a[3]);
+  check_nll(self, target, weight, form);
+  E acc = acc_type(self.dtype());
+  Picked p = pick(b, self, target, weight, a[4].as_int(), acc);
+  Value x = cast(b, self, acc);
+  Value picked = b.reduce_sum(b.select(p.mask, x, b.zeros(acc, x.shape())), {p.cdim});
+  // Ignored targets give exactly 0, even where the input is -inf.
+  Value loss = b.select(p.valid, b.neg(b.mul(picked, p.weight)), b.zeros(acc, picked.shape()));
+  if (r == None) return {cast(b, loss, self.dtype()), b.constant(0, self.dtype())};
+  Value total = sum_all(b, p.weight);
+  Value out = sum_all(b, loss);
+  if (r == Mean) out = b.div(out, total);
+  return {cast(b, out, self.dtype()), cast(b, total, self.dtype())};
+}
+
+Value nll_backward(Context& ctx, const Args& a, NllForm form) {
+  Builder& b = ctx.b;
+  Value g = a[0].as_tensor(), self = a[1].as_tensor(), target = a[2].as_tensor();
+  auto weight = a[3].opt_tensor();
+  Reduction r = reduction_of(a[4]);
+  Value total = a[6].as_tensor();
+  check_nll(self, target, weight, form);
+  E acc = acc_type(self.dtype());
+  Picked p = pick(b, self, target, weight, a[5].as_int(), acc);
+  Value scale = cast(b, g, acc);
+  if (r == None) {
+    TPU_CHECK(g.shape() == target.shape(), ErrorKind::Runtime, "Expected a tensor of dimension ",
+              target.rank(), " and tensor.size[0] == ", target.rank() ? target.shape()[0] : 1,
+              " but got: dimension ", g.rank(), " and tensor.size[0] == ",
+              g.rank() ? g.shape()[0] : 1);
+  } else {
+    TPU_CHECK(g.type.numel() == 1, ErrorKind::Runtime,
+              "Expected a single element grad_output tensor, but got: ", hlo::shape_str(g.shape()));
+    scale = b.reshape(scale, {});
+    if (r == Mean) scale = b.div(scale, b.reshape(cast(b, total, acc), {}));
+    scale = broadcast_to(b, scale, target.shape());
+  }
+  Value per = b.select(p.valid, b.neg(b.mul(p.weight, scale)), b.zeros(acc, target.shape()));
+  Value spread = b.broadcast_in_dim(per, self.shape(), p.target_dims);
+  return cast(b, b.select(p.mask, spread, b.zeros(acc, self.shape())), self.dtype());
+}
+
+// ---- pointwise losses of d = input - target
+
+enum class Pointwise { Mse, SmoothL1, Huber };
+
+struct PointwiseSpec {
+  const char* kernel;  // for the not-implemented message
+  int param_index;     // beta / delta, or -1
+};
+
+PointwiseSpec spec(Pointwise k) {
+  switch (k) {
+    case Pointwise::Mse: return {"mse_cpu", -1};
+    case Pointwise::SmoothL1: return {"smooth_l1_cpu", 3};
+    case Pointwise::Huber: return {"huber_cpu", 3};
+  }
+  return {"", -1};
+}
+
+// Loss and derivative for one element; p is beta (smooth_l1) or delta (huber).
+Value pointwise_loss(Builder& b, Pointwise k, Value d, double p) {
+  E t = d.dtype();
+  const Shape& s = d.shape();
+  if (k == Pointwise::Mse) return b.mul(d, d);
+  Value ad = b.abs(d);
+  if (k == Pointwise::SmoothL1 && p == 0) return ad;  // PyTorch: beta 0 is L1
+  Value small = b.compare(ad, b.full(p, t, s), Compare::LT);
+  Value half_sq = b.mul(b.full(0.5, t, s), b.mul(d, d));
+  Value large = b.sub(ad, b.full(0.5 * p, t, s));
+  if (k == Pointwise::SmoothL1) return b.select(small, b.div(half_sq, b.full(p, t, s)), large);
+  return b.select(small, half_sq, b.mul(b.full(p, t, s), large));
+}
+
+Value pointwise_derivative(Builder& b, Pointwise k, Value d, double p) {
+  E t = d.dtype();
+  const Shape& s = d.shape();
+  if (k == Pointwise::Mse) return b.mul(b.full(2, t, s), d);
+  if (k == Pointwise::SmoothL1 && p == 0) return b.sign(d);
+  Value small = b.compare(b.abs(d), b.full(p, t, s), Compare::LT);
+  if (k == Pointwise::SmoothL1) return b.select(small, b.div(d, b.full(p, t, s)), b.sign(d));
+  return b.select(small, d, b.mul(b.full(p, t, s), b.sign(d)));
+}
+
+// Promoted, broadcast (input, target) in the accumulation type.
+struct Pair {
+  Value x, y;
+  E out;
+};
+
+Pair loss_operands(Context& ctx, const Arg& self, const Arg& target, const char* kernel) {
+  E out = result_type(ctx, {&self, &target});
+  TPU_CHECK(hlo::is_float(out), ErrorKind::NotImplemented, "\"", kernel,
+            "\" not implemented for '", scalar_name(out), "'");
+  E acc = acc_type(out);
+  Value x = cast(ctx.b, self.as_tensor(), acc), y = cast(ctx.b, target.as_tensor(), acc);
+  Shape s = broadcast_shapes(x.shape(), y.shape());
+  return {broadcast_to(ctx.b, x, s), broadcast_to(ctx.b, y, s), out};
+}
+
+Value pointwise_forward(Context& ctx, const Args& a, Pointwise k) {
+  PointwiseSpec sp = spec(k);
+  double p = sp.param_index >= 0 ? a[sp.param_index].as_float() : 0;
+  TPU_CHECK(k == Pointwise::Huber ? p > 0 : p >= 0, ErrorKind::Runtime,
+            k == Pointwise::Huber ? "huber_loss does not support non-positive values for delta."
+                                  : "smooth_l1_loss does not support negative values for beta.");
+  Pair o = loss_operands(ctx, a[0], a[1], sp.kernel);
+  Value loss = pointwise_loss(ctx.b, k, ctx.b.sub(o.x, o.y), p);
+  return cast(ctx.b, reduce_loss(ctx.b, loss, reduction_of(a[2])), o.out);
+}
+
+Value pointwise_backward(Context& ctx, const Args& a, Pointwise k) {
+  PointwiseSpec sp = spec(k);
+  double p = sp.param_index >= 0 ? a[sp.param_index + 1].as_float() : 0;
+  Pair o = loss_operands(ctx, a[1], a[2], sp.kernel);
+  Value d = ctx.b.sub(o.x, o.y);
+  Value g = grad_scale(ctx.b, a[0].as_tensor(), reduction_of(a[3]), d.shape(), d.dtype());
+  return cast(ctx.b, ctx.b.mul(pointwise_derivative(ctx.b, k, d, p), g), o.out);
+}
+
+// ---- binary_cross_entropy(input, target, weight, reduction)
+
+Value bce_weight(Builder& b, const Arg& w, const Shape& s, E acc) {
+  return w.is_none() ? b.full(1, acc, s) : broadcast_to(b, cast(b, w.as_tensor(), acc), s);
+}
+
+std::vector<Value> lower_binary_cross_entropy(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Pair o = loss_operands(ctx, a[0], a[1], "binary_cross_entropy");
+  E acc = o.x.dtype();
+  const Shape& s = o.x.shape();
+  // PyTorch clamps each log at -100 so that 0 and 1 give finite losses.
+  Value floor = b.full(-100, acc, s);
+  Value log_x = b.max(b.log(o.x), floor);
+  Value log_1mx = b.max(b.log1p(b.neg(o.x)), floor);
+  Value one = b.full(1, acc, s);
+  Value loss = b.sub(b.mul(b.sub(o.y, one), log_1mx), b.mul(o.y, log_x));
+  loss = b.mul(loss, bce_weight(b, a[2], s, acc));
+  return {cast(b, reduce_loss(b, loss, reduction_of(a[3])), o.out)};
+}
+
+std::vector<Value> lower_binary_cross_entropy_backward(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Pair o = loss_operands(ctx, a[1], a[2], "binary_cross_entropy_backward");
+  E acc = o.x.dtype();
+  const Shape& s = o.x.shape();
+  // PyTorch's EPSILON keeps the denominator away from 0 at x = 0 or 1.
+  Value denom = b.max(b.mul(b.sub(b.full(1, acc, s), o.x), o.x), b.full(1e-12, acc, s));
+  Value grad = b.div(b.sub(o.x, o.y), denom);
+  grad = b.mul(grad, bce_weight(b, a[3], s, acc));
+  grad = b.mul(grad, grad_scale(b, a[0].as_tensor(), reduction_of(a[4]), s, acc));
+  return {cast(b, grad, o.out)};
+}
+
+std::vector<Value> lower_huber_loss(Context& ctx, const Args& a) {
+  return {pointwise_forward(ctx, a, Pointwise::Huber)};
+}
+std::vector<Value> lower_huber_loss_backward(Context& ctx, const Args& a) {
+  return {pointwise_backward(ctx, a, Pointwise::Huber)};
+}
+std::vector<Value> lower_mse_loss(Context& ctx, const Args& a) {
+  return {pointwise_forward(ctx, a, Pointwise::Mse)};
+}
+std::vector<Value> lower_mse_loss_backward(Context& ctx, const Args& a) {
+  return {pointwise_backward(ctx, a, Pointwise::Mse)};
+}
+std::vector<Value> lower_nll_loss2d_backward(Context& ctx, const Args& a) {
+  return {nll_backward(ctx, a, NllForm::Spatial)};
+}
+std::vector<Value> lower_nll_loss2d_forward(Context& ctx, const Args& a) {
+  return nll_forward(ctx, a, NllForm::Spatial);
+}
+std::vector<Value> lower_nll_loss_backward(Context& ctx, const Args& a) {
+  return {nll_backward(ctx, a, NllForm::Flat)};
+}
+std::vector<Value> lower_nll_loss_forward(Context& ctx, const Args& a) {
+  return nll_forward(ctx, a, NllForm::Flat);
+}
+std::vector<Value> lower_smooth_l1_loss(Context& ctx, const Args& a) {
+  return {pointwise_forward(ctx, a, Pointwise::SmoothL1)};
+}
+std::vector<Value> lower_smooth_l1_loss_backward(Context& ctx, const Args& a) {
+  return {pointwise_backward(ctx, a, Pointwise::SmoothL1)};
+}
+
+}  // namespace
+
+TPU_LOWERING("aten::binary_cross_entropy", lower_binary_cross_entropy);
+TPU_LOWERING("aten::binary_cross_entropy_backward", lower_binary_cross_entropy_backward);
+TPU_LOWERING("aten::huber_loss", lower_huber_loss);
+TPU_LOWERING("aten::huber_loss_backward", lower_huber_loss_backward);
+TPU_LOWERING("aten::mse_loss", lower_mse_loss);
+TPU_LOWERING("aten::mse_loss_backward", lower_mse_loss_backward);
+TPU_LOWERING("aten::nll_loss2d_backward", lower_nll_loss2d_backward);
+TPU_LOWERING("aten::nll_loss2d_forward", lower_nll_loss2d_forward);
+TPU_LOWERING("aten::nll_loss_backward", lower_nll_loss_backward);
+TPU_LOWERING("aten::nll_loss_forward", lower_nll_loss_forward);
+TPU_LOWERING("aten::smooth_l1_loss", lower_smooth_l1_loss);
+TPU_LOWERING("aten::smooth_l1_loss_backward", lower_smooth_l1_loss_backward);
+
+}  // namespace torch_tpu::lowering

@@ -1,0 +1,196 @@
+// Matrix products. torch.matmul, linear and einsum are composite in PyTorch
+// and reach the backend as these ops; each becomes one dot_general, plus the
+// scaled bias of the add* forms.
+#include "lowering/common.h"
+#include "lowering/registry.h"
+
+namespace torch_tpu::lowering {
+
+namespace {
+
+using hlo::Builder;
+using hlo::Compare;
+using E = ElementType;
+using Dims = std::vector<int64_t>;
+
+// c10's names for scalar types, which PyTorch's matmul messages use.
+const char* c10_name(E t) {
+  switch (t) {
+    case E::Bool: return "bool";
+    case E::U8: return "unsigned char";
+    case E::I8: return "signed char";
+    case E::I16: return "short int";
+    case E::I32: return "int";
+    case E::I64: return "long int";
+    case E::F16: return "c10::Half";
+    case E::BF16: return "c10::BFloat16";
+    case E::F32: return "float";
+    case E::F64: return "double";
+    case E::C64: return "c10::complex<float>";
+    case E::C128: return "c10::complex<double>";
+    default: return hlo::short_name(t);
+  }
+}
+
+// ScalarType's own spelling ("Float"), used by other messages.
+const char* scalar_name(E t) {
+  switch (t) {
+    case E::Bool: return "Bool";
+    case E::U8: return "Byte";
+    case E::I8: return "Char";
+    case E::I16: return "Short";
+    case E::I32: return "Int";
+    case E::I64: return "Long";
+    case E::F16: return "Half";
+    case E::BF16: return "BFloat16";
+    case E::F32: return "Float";
+    case E::F64: return "Double";
+    case E::C64: return "ComplexFloat";
+    case E::C128: return "ComplexDouble";
+    default: return hlo::short_name(t);
+  }
+}
+
+std::string dims_str(const Shape& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  return out;
+}
+
+void check_rank(const Value& v, int64_t rank, const char* what) {
+  TPU_CHECK(v.rank() == rank, ErrorKind::Runtime, what, rank == 2 ? " must be a matrix" : " must be a 3D tensor");
+}
+
+void check_same_dtype(const Value& a, const Value& b) {
+  TPU_CHECK(a.dtype() == b.dtype(), ErrorKind::Runtime,
+            "expected m1 and m2 to have the same dtype, but got: ", c10_name(a.dtype()), " != ",
+            c10_name(b.dtype()));
+  TPU_CHECK(a.dtype() != E::Bool, ErrorKind::NotImplemented,
+            "\"addmm_impl_cpu_\" not implemented for 'Bool'");
+}
+
+// Half-precision operands multiply into an f32 accumulator (as PyTorch's
+// kernels do, and as the MXU does natively); the result stays in f32 so
+// that a following bias add is rounded once.
+E acc_type(E t) { return t == E::F16 || t == E::BF16 ? E::F32 : t; }
+
+Value contract(Builder& b, Value lhs, Value rhs, const Dims& lb, const Dims& rb, const Dims& lc,
+               const Dims& rc) {
+  return b.dot_general(lhs, rhs, lb, rb, lc, rc, acc_type(lhs.dtype()));
+}
+
+// PyTorch's add* ops: beta * self + alpha * product, where beta == 0 means
+// self is ignored (NaNs in it do not propagate). alpha and beta are program
+// parameters, so the test happens on the device.
+Value scaled_sum(Context& ctx, const Arg& self_arg, Value product, const Arg& beta_arg,
+                 const Arg& alpha_arg, E out) {
+  Builder& b = ctx.b;
+  E acc = product.dtype();
+  TPU_CHECK(self_arg.as_tensor().dtype() == out, ErrorKind::Runtime,
+            "self and mat2 must have the same dtype, but got ",
+            scalar_name(self_arg.as_tensor().dtype()), " and ", scalar_name(out));
+  Value self = broadcast_to(b, cast(b, self_arg.as_tensor(), acc), product.shape());
+  Value alpha = ctx.number(alpha_arg, acc);
+  Value beta = ctx.number(beta_arg, acc);
+  Value scaled = b.mul(broadcast_to(b, alpha, product.shape()), product);
+  Value zero = b.constant(0, acc);
+  Value bias = b.select(b.compare(beta, zero, Compare::EQ), b.zeros(acc, self.shape()),
+                        b.mul(broadcast_to(b, beta, self.shape()), self));
+  return cast(b, b.add(bias, scaled), out);
+}
+
+Value matrix_product(const Value& m1, const Value& m2, Builder& b) {
+  check_rank(m1, 2, "self");
+  check_rank(m2, 2, "mat2");
+  TPU_CHECK(m1.shape()[1] == m2.shape()[0], ErrorKind::Runtime,
+            "mat1 and mat2 shapes cannot be multiplied (", dims_str(m1.shape()), " and ",
+            dims_str(m2.shape()), ")");
+  check_same_dtype(m1, m2);
+  return contract(b, m1, m2, {}, {}, {1}, {0});
+}
+
+Value batch_product(const Value& b1, const Value& b2, Builder& b) {
+  check_rank(b1, 3, "batch1");
+  check_rank(b2, 3, "batch2");
+  TPU_CHECK(b2.shape()[0] == b1.shape()[0] && b2.shape()[1] == b1.shape()[2], ErrorKind::Runtime,
+            "Expected size for first two dimensions of batch2 tensor to be: [", b1.shape()[0], ", ",
+            b1.shape()[2], "] but got: [", b2.shape()[0], ", ", b2.shape()[1], "].");
+  check_same_dtype(b1, b2);
+  return contract(b, b1, b2, {0}, {0}, {2}, {1});
+}
+
+Value matrix_vector(const Value& m, const Value& v, Builder& b) {
+  TPU_CHECK(m.rank() == 2 && v.rank() == 1, ErrorKind::Runtime,
+            "vector + matrix @ vector expected, got 1, ", m.rank(), ", ", v.rank());
+  TPU_CHECK(m.shape()[1] == v.shape()[0], ErrorKind::Runtime, "size mismatch, got input (",
+            m.shape()[0], "), mat (", dims_str(m.shape()), "), vec (", v.shape()[0], ")");
+  check_same_dtype(m, v);
+  return contract(b, m, v, {}, {}, {1}, {0});
+}
+
+std::vector<Value> lower_addbmm(Context& ctx, const Args& a) {
+  Value b1 = a[1].as_tensor(), b2 = a[2].as_tensor();
+  batch_product(b1, b2, ctx.b);  // checks only; the batch is contracted away below
+  Value p = contract(ctx.b, b1, b2, {}, {}, {0, 2}, {0, 1});
+  return {scaled_sum(ctx, a[0], p, a[3], a[4], b1.dtype())};
+}
+
+std::vector<Value> lower_addmm(Context& ctx, const Args& a) {
+  Value m1 = a[1].as_tensor();
+  return {scaled_sum(ctx, a[0], matrix_product(m1, a[2].as_tensor(), ctx.b), a[3], a[4],
+                     m1.dtype())};
+}
+
+std::vector<Value> lower_addmv(Context& ctx, const Args& a) {
+  Value m = a[1].as_tensor();
+  return {scaled_sum(ctx, a[0], matrix_vector(m, a[2].as_tensor(), ctx.b), a[3], a[4],
+                     m.dtype())};
+}
+
+std::vector<Value> lower_baddbmm(Context& ctx, const Args& a) {
+  Value b1 = a[1].as_tensor();
+  return {scaled_sum(ctx, a[0], batch_product(b1, a[2].as_tensor(), ctx.b), a[3], a[4],
+                     b1.dtype())};
+}
+
+std::vector<Value> lower_bmm(Context& ctx, const Args& a) {
+  Value b1 = a[0].as_tensor();
+  return {cast(ctx.b, batch_product(b1, a[1].as_tensor(), ctx.b), b1.dtype())};
+}
+
+std::vector<Value> lower_dot(Context& ctx, const Args& a) {
+  Value x = a[0].as_tensor(), y = a[1].as_tensor();
+  TPU_CHECK(x.rank() == 1 && y.rank() == 1, ErrorKind::Runtime,
+            "1D tensors expected, but got ", x.rank(), "D and ", y.rank(), "D tensors");
+  TPU_CHECK(x.shape()[0] == y.shape()[0], ErrorKind::Runtime,
+            "inconsistent tensor size, expected tensor [", x.shape()[0], "] and src [",
+            y.shape()[0], "] to have the same number of elements, but got ", x.shape()[0],
+            " and ", y.shape()[0], " elements respectively");
+  TPU_CHECK(x.dtype() == y.dtype(), ErrorKind::Runtime,
+            "dot : expected both vectors to have same dtype, but found ",
+            scalar_name(x.dtype()), " and ", scalar_name(y.dtype()));
+  return {cast(ctx.b, contract(ctx.b, x, y, {}, {}, {0}, {0}), x.dtype())};
+}
+
+std::vector<Value> lower_mm(Context& ctx, const Args& a) {
+  Value m1 = a[0].as_tensor();
+  return {cast(ctx.b, matrix_product(m1, a[1].as_tensor(), ctx.b), m1.dtype())};
+}
+
+std::vector<Value> lower_mv(Context& ctx, const Args& a) {
+  Value m = a[0].as_tensor();
+  return {cast(ctx.b, matrix_vector(m, a[1].as_tensor(), ctx.b), m.dtype())};
+}
+
+}  // namespace
+
+TPU_LOWERING("aten::addbmm", lower_addbmm);
+TPU_LOWERING("aten::addmm", lower_addmm);
+TPU_LOWERING("aten::addmv", lower_addmv);
+TPU_LOWERING("aten::baddbmm", lower_baddbmm);
+TPU_LOWERING("aten::bmm", lower_bmm);
+TPU_LOWERING("aten::dot", lower_dot);
+TPU_LOWERING("aten::mm", lower_mm);
+TPU_LOWERING("aten::mv", lower_mv);
+
+}  // namespace torch_tpu::lowering

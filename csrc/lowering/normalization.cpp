@@ -1,0 +1,222 @@
+// Softmax, log-softmax and layer norm, forward and backward. F.softmax,
+// F.layer_norm and cross_entropy are composite and reach the backend as these
+// ops. Half-precision inputs are computed in f32 and rounded once at the end,
+// as PyTorch's kernels do.
+#include "lowering/common.h"
+#include "lowering/registry.h"
+
+namespace torch_tpu::lowering {
+
+namespace {
+
+using hlo::Builder;
+using E = ElementType;
+using Dims = std::vector<int64_t>;
+
+E acc_type(E t) { return t == E::F16 || t == E::BF16 ? E::F32 : t; }
+
+// The ScalarType spelling PyTorch's "not implemented for" messages use.
+const char* scalar_name(E t) {
+  switch (t) {
+    case E::Bool: return "Bool";
+    case E::U8: return "Byte";
+    case E::I8: return "Char";
+    case E::I16: return "Short";
+    case E::I32: return "Int";
+    case E::I64: return "Long";
+    default: return hlo::short_name(t);
+  }
+}
+
+void check_float(const char* kernel, E t) {
+  TPU_CHECK(hlo::is_float(t), ErrorKind::NotImplemented, "\"", kernel,
+            "\" not implemented for '", scalar_name(t), "'");
+}
+
+// A statistic over `dims`, stretched back over `like` (keepdim + broadcast).
+Value spread(Builder& b, Value r, const Shape& like, const Dims& dims) {
+  return broadcast_to(b, b.reshape(r, reduced_shape(like, dims, true)), like);
+}
+
+// Softmax-family ops see a rank-0 tensor as a 1-element vector.
+struct Along {
+  Shape shape;  // the caller's
+  Dims dims;    // the one softmax dim, of the vector view
+  Value view(Builder& b, Value v) const { return shape.empty() ? b.reshape(v, {1}) : v; }
+  Value back(Builder& b, Value v) const { return shape.empty() ? b.reshape(v, {}) : v; }
+};
+
+Along along(const Value& x, const Arg& dim) {
+  return Along{x.shape(), {wrap_dim(dim.as_int(), x.rank())}};
+}
+
+enum class Softmax { Plain, Log };
+
+Value softmax_forward(Context& ctx, const Args& a, Softmax kind) {
+  Builder& b = ctx.b;
+  Value x = a[0].as_tensor();
+  check_float(kind == Softmax::Log ? "log_softmax" : "softmax", x.dtype());
+  // half_to_float (a CUDA-only flag in PyTorch) asks for an f32 result.
+  E out = a[2].as_bool() ? E::F32 : x.dtype();
+  Along ax = along(x, a[1]);
+  Value v = cast(b, ax.view(b, x), acc_type(x.dtype()));
+  // Rows whose max is -inf (all -inf) come out NaN, as on the CPU.
+  Value shifted = b.sub(v, spread(b, b.reduce_max(v, ax.dims), v.shape(), ax.dims));
+  Value e = b.exp(shifted);
+  Value s = spread(b, b.reduce_sum(e, ax.dims), v.shape(), ax.dims);
+  Value r = kind == Softmax::Log ? b.sub(shifted, b.log(s)) : b.div(e, s);
+  return cast(b, ax.back(b, r), out);
+}
+
+Value softmax_backward(Context& ctx, const Args& a, Softmax kind) {
+  Builder& b = ctx.b;
+  Value g = a[0].as_tensor(), y = a[1].as_tensor();
+  E out = a[3].as_dtype();
+  Along ax = along(y, a[2]);
+  E acc = acc_type(promote(g.dtype(), y.dtype()));
+  Value gv = cast(b, ax.view(b, g), acc), yv = cast(b, ax.view(b, y), acc);
+  Value r;
+  if (kind == Softmax::Log) {
+    // d/dx of x - logsumexp(x): g - softmax(x) * sum(g)
+    Value s = spread(b, b.reduce_sum(gv, ax.dims), gv.shape(), ax.dims);
+    r = b.sub(gv, b.mul(b.exp(yv), s));
+  } else {
+    // y * (g - sum(g * y))
+    Value s = spread(b, b.reduce_sum(b.mul(gv, yv), ax.dims), gv.shape(), ax.dims);
+    r = b.mul(yv, b.sub(gv, s));
+  }
+  return cast(b, ax.back(b, r), out);
+}
+
+// Layer norm normalizes the trailing normalized_shape.size() dims.
+struct LayerNormDims {
+  Dims norm, batch;
+  Shape stat_shape;  // input shape with the normalized dims set to 1 (PyTorch CPU's layout)
+  int64_t n = 1;     // elements per normalized group
+};
+
+LayerNormDims layer_norm_dims(const Value& x, const std::vector<int64_t>& normalized) {
+  int64_t k = static_cast<int64_t>(normalized.size());
+  TPU_CHECK(k >= 1, ErrorKind::Runtime,
+            "Expected normalized_shape to be at least 1-dimensional, i.e., containing at least "
+            "one element, but got normalized_shape = ",
+            hlo::shape_str(normalized));
+  bool fits = x.rank() >= k;
+  for (int64_t i = 0; fits && i < k; ++i) fits = x.shape()[x.rank() - k + i] == normalized[i];
+  if (!fits) {
+    std::string star = "[*";
+    for (int64_t d : normalized) star += ", " + std::to_string(d);
+    fail(ErrorKind::Runtime, "Given normalized_shape=", hlo::shape_str(normalized),
+         ", expected input with shape ", star, "], but got input of size",
+         hlo::shape_str(x.shape()));
+  }
+  LayerNormDims d;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (i < x.rank() - k) {
+      d.batch.push_back(i);
+    } else {
+      d.norm.push_back(i);
+      d.n *= x.shape()[i];
+    }
+  }
+  d.stat_shape = reduced_shape(x.shape(), d.norm, true);
+  return d;
+}
+
+void check_param(const std::optional<Value>& p, const char* what, const Shape& normalized) {
+  if (p)
+    TPU_CHECK(p->shape() == normalized, ErrorKind::Runtime, "Expected ", what,
+              " to be of same shape as normalized_shape, but got ", what, " of shape ",
+              hlo::shape_str(p->shape()), " and normalized_shape = ", hlo::shape_str(normalized));
+}
+
+// An affine parameter laid over the trailing dims of `like`.
+Value over_trailing(Builder& b, Value p, const Shape& like, E t) {
+  return broadcast_to(b, cast(b, p, t), like);
+}
+
+std::vector<Value> lower_log_softmax(Context& ctx, const Args& a) {
+  return {softmax_forward(ctx, a, Softmax::Log)};
+}
+std::vector<Value> lower_log_softmax_backward(Context& ctx, const Args& a) {
+  return {softmax_backward(ctx, a, Softmax::Log)};
+}
+std::vector<Value> lower_softmax(Context& ctx, const Args& a) {
+  return {softmax_forward(ctx, a, Softmax::Plain)};
+}
+std::vector<Value> lower_softmax_backward(Context& ctx, const Args& a) {
+  return {softmax_backward(ctx, a, Softmax::Plain)};
+}
+
+// (out, mean, rstd). With half-precision input and f32 parameters (mixed
+// types), PyTorch keeps mean and rstd in the parameters' type.
+std::vector<Value> lower_native_layer_norm(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value x = a[0].as_tensor();
+  const auto& normalized = a[1].as_ints();
+  auto w = a[2].opt_tensor(), bias = a[3].opt_tensor();
+  double eps = a[4].as_float();
+  check_float("LayerNormKernelImpl", x.dtype());
+  check_param(w, "weight", normalized);
+  check_param(bias, "bias", normalized);
+  LayerNormDims d = layer_norm_dims(x, normalized);
+  E acc = acc_type(x.dtype());
+  E stat = x.dtype();
+  if (w && w->dtype() != x.dtype()) stat = w->dtype();
+  else if (bias && bias->dtype() != x.dtype()) stat = bias->dtype();
+
+  Value xa = cast(b, x, acc);
+  Value n = b.full(double(d.n), acc, d.stat_shape);
+  Value mean = b.div(b.reshape(b.reduce_sum(xa, d.norm), d.stat_shape), n);
+  Value centered = b.sub(xa, broadcast_to(b, mean, x.shape()));
+  Value var = b.div(b.reshape(b.reduce_sum(b.mul(centered, centered), d.norm), d.stat_shape), n);
+  Value rstd = b.rsqrt(b.add(var, b.full(eps, acc, d.stat_shape)));
+  Value y = b.mul(centered, broadcast_to(b, rstd, x.shape()));
+  if (w) y = b.mul(y, over_trailing(b, *w, x.shape(), acc));
+  if (bias) y = b.add(y, over_trailing(b, *bias, x.shape(), acc));
+  return {cast(b, y, x.dtype()), cast(b, mean, stat), cast(b, rstd, stat)};
+}
+
+// (grad_input, grad_weight, grad_bias). All three are always computed:
+// output_mask only says which the caller keeps, and the aten layer drops the
+// others (a missing weight or bias still gets a gradient of its shape).
+std::vector<Value> lower_native_layer_norm_backward(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value g = a[0].as_tensor(), x = a[1].as_tensor();
+  const auto& normalized = a[2].as_ints();
+  Value mean = a[3].as_tensor(), rstd = a[4].as_tensor();
+  auto w = a[5].opt_tensor(), bias = a[6].opt_tensor();
+  LayerNormDims d = layer_norm_dims(x, normalized);
+  E acc = acc_type(promote(x.dtype(), g.dtype()));
+  const Shape& shape = x.shape();
+
+  Value ga = cast(b, g, acc);
+  Value rstd_b = broadcast_to(b, b.reshape(cast(b, rstd, acc), d.stat_shape), shape);
+  Value mean_b = broadcast_to(b, b.reshape(cast(b, mean, acc), d.stat_shape), shape);
+  Value xhat = b.mul(b.sub(cast(b, x, acc), mean_b), rstd_b);
+  Value gw = w ? b.mul(ga, over_trailing(b, *w, shape, acc)) : ga;
+
+  // dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), means over the group
+  Value n = b.full(double(d.n), acc, reduced_shape(shape, d.norm, false));
+  Value mean_gw = spread(b, b.div(b.reduce_sum(gw, d.norm), n), shape, d.norm);
+  Value mean_gwx = spread(b, b.div(b.reduce_sum(b.mul(gw, xhat), d.norm), n), shape, d.norm);
+  Value dx = b.mul(rstd_b, b.sub(b.sub(gw, mean_gw), b.mul(xhat, mean_gwx)));
+
+  // With no batch dims the parameter gradients need no reduction at all.
+  auto over_batch = [&](Value v) { return d.batch.empty() ? v : b.reduce_sum(v, d.batch); };
+  Value dw = over_batch(b.mul(ga, xhat));
+  Value db = over_batch(ga);
+  return {cast(b, dx, x.dtype()), cast(b, dw, w ? w->dtype() : x.dtype()),
+          cast(b, db, bias ? bias->dtype() : x.dtype())};
+}
+
+}  // namespace
+
+TPU_LOWERING("aten::_log_softmax", lower_log_softmax);
+TPU_LOWERING("aten::_log_softmax_backward_data", lower_log_softmax_backward);
+TPU_LOWERING("aten::_softmax", lower_softmax);
+TPU_LOWERING("aten::_softmax_backward_data", lower_softmax_backward);
+TPU_LOWERING("aten::native_layer_norm", lower_native_layer_norm);
+TPU_LOWERING("aten::native_layer_norm_backward", lower_native_layer_norm_backward);
+
+}  // namespace torch_tpu::lowering

@@ -1,0 +1,41 @@
+// The one operator registry: ATen operator name ("aten::add.Tensor") ->
+// lowering. Lowerings are registered under functional names; aten/ routes the
+// in-place (add_) and out= (add.out) variants to the same entry.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lowering/arg.h"
+#include "lowering/context.h"
+
+namespace torch_tpu::lowering {
+
+using LoweringFn = std::vector<hlo::Value> (*)(Context& ctx, const Args& args);
+
+struct Lowering {
+  std::string name;
+  LoweringFn fn = nullptr;
+  // The values of Number arguments shape the program (arange's length, a
+  // constant exponent): they go into the cache key instead of parameters.
+  bool static_numbers = false;
+};
+
+void register_lowering(Lowering lowering);
+const Lowering* find_lowering(const std::string& name);
+std::vector<std::string> registered_names();  // sorted
+
+struct Registrar {
+  Registrar(const char* name, LoweringFn fn, bool static_numbers = false) {
+    register_lowering({name, fn, static_numbers});
+  }
+};
+
+}  // namespace torch_tpu::lowering
+
+#define TPU_LOWERING_CAT2(a, b) a##b
+#define TPU_LOWERING_CAT(a, b) TPU_LOWERING_CAT2(a, b)
+// TPU_LOWERING("aten::add.Tensor", lower_add);
+#define TPU_LOWERING(name, ...)                                                         \
+  static ::torch_tpu::lowering::Registrar TPU_LOWERING_CAT(tpu_lowering_, __COUNTER__)( \
+      name, __VA_ARGS__)

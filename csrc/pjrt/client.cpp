@@ -1,0 +1,311 @@
+#include "pjrt/client.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace torch_tpu::pjrt {
+
+namespace {
+
+PJRT_Buffer_Type to_pjrt(hlo::ElementType t) {
+  using E = hlo::ElementType;
+  switch (t) {
+    case E::Bool: return PJRT_Buffer_Type_PRED;
+    case E::U8: return PJRT_Buffer_Type_U8;
+    case E::U16: return PJRT_Buffer_Type_U16;
+    case E::U32: return PJRT_Buffer_Type_U32;
+    case E::U64: return PJRT_Buffer_Type_U64;
+    case E::I8: return PJRT_Buffer_Type_S8;
+    case E::I16: return PJRT_Buffer_Type_S16;
+    case E::I32: return PJRT_Buffer_Type_S32;
+    case E::I64: return PJRT_Buffer_Type_S64;
+    case E::F16: return PJRT_Buffer_Type_F16;
+    case E::BF16: return PJRT_Buffer_Type_BF16;
+    case E::F32: return PJRT_Buffer_Type_F32;
+    case E::F64: return PJRT_Buffer_Type_F64;
+    case E::C64: return PJRT_Buffer_Type_C64;
+    case E::C128: return PJRT_Buffer_Type_C128;
+  }
+  fail(ErrorKind::Type, "unknown element type");
+}
+
+// CompileOptionsProto { executable_build_options (3) { num_replicas (4) = 1,
+// num_partitions (5) = 1 } }, encoded by hand so that we need no protobuf.
+const std::string& compile_options() {
+  static const std::string bytes("\x1a\x04\x20\x01\x28\x01", 6);
+  return bytes;
+}
+
+void destroy_event(const Api* api, PJRT_Event* event) {
+  if (event == nullptr) return;
+  PJRT_Event_Destroy_Args args{};
+  args.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE;
+  args.event = event;
+  api->PJRT_Event_Destroy(&args);
+}
+
+void await_event(const Api* api, PJRT_Event* event, const char* what) {
+  PJRT_Event_Await_Args args{};
+  args.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE;
+  args.event = event;
+  PJRT_Error* err = api->PJRT_Event_Await(&args);
+  destroy_event(api, event);
+  check(api, err, what);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Event
+
+Event::~Event() { destroy_event(api_, event_); }
+
+void Event::await() {
+  PJRT_Event_Await_Args args{};
+  args.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE;
+  args.event = event_;
+  check(api_, api_->PJRT_Event_Await(&args), "Event_Await");
+}
+
+bool Event::ready() const {
+  PJRT_Event_IsReady_Args args{};
+  args.struct_size = PJRT_Event_IsReady_Args_STRUCT_SIZE;
+  args.event = event_;
+  check(api_, api_->PJRT_Event_IsReady(&args), "Event_IsReady");
+  return args.is_ready;
+}
+
+// ---------------------------------------------------------------- Buffer
+
+Buffer::Buffer(const Api* api, PJRT_Buffer* buffer, hlo::TensorType type)
+    : api_(api), buffer_(buffer), type_(std::move(type)) {}
+
+Buffer::~Buffer() {
+  PJRT_Buffer_Destroy_Args args{};
+  args.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  api_->PJRT_Buffer_Destroy(&args);
+}
+
+void Buffer::to_host(void* dst) const {
+  PJRT_Buffer_ToHostBuffer_Args args{};
+  args.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE;
+  args.src = buffer_;
+  args.dst = dst;
+  args.dst_size = static_cast<size_t>(type_.nbytes());
+  check(api_, api_->PJRT_Buffer_ToHostBuffer(&args), "Buffer_ToHostBuffer");
+  await_event(api_, args.event, "Buffer_ToHostBuffer");
+}
+
+void Buffer::await_ready() const {
+  PJRT_Buffer_ReadyEvent_Args args{};
+  args.struct_size = PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  check(api_, api_->PJRT_Buffer_ReadyEvent(&args), "Buffer_ReadyEvent");
+  await_event(api_, args.event, "Buffer_ReadyEvent");
+}
+
+bool Buffer::is_deleted() const {
+  PJRT_Buffer_IsDeleted_Args args{};
+  args.struct_size = PJRT_Buffer_IsDeleted_Args_STRUCT_SIZE;
+  args.buffer = buffer_;
+  check(api_, api_->PJRT_Buffer_IsDeleted(&args), "Buffer_IsDeleted");
+  return args.is_deleted;
+}
+
+// ---------------------------------------------------------------- Executable
+
+Executable::Executable(const Api* api, PJRT_LoadedExecutable* exe,
+                       std::vector<hlo::TensorType> outputs)
+    : api_(api), exe_(exe), outputs_(std::move(outputs)) {}
+
+Executable::~Executable() {
+  PJRT_LoadedExecutable_Destroy_Args args{};
+  args.struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE;
+  args.executable = exe_;
+  api_->PJRT_LoadedExecutable_Destroy(&args);
+}
+
+std::vector<std::unique_ptr<Buffer>> Executable::execute(const std::vector<const Buffer*>& args,
+                                                         const std::vector<bool>& donated) const {
+  std::vector<PJRT_Buffer*> raw_args(args.size());
+  std::vector<int64_t> keep;  // PJRT donates every aliased input not listed here
+  for (size_t i = 0; i < args.size(); ++i) {
+    raw_args[i] = args[i]->raw();
+    if (i >= donated.size() || !donated[i]) keep.push_back(static_cast<int64_t>(i));
+  }
+  PJRT_ExecuteOptions options{};
+  options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+  options.non_donatable_input_indices = keep.data();
+  options.num_non_donatable_input_indices = keep.size();
+
+  std::vector<PJRT_Buffer*> raw_out(outputs_.size(), nullptr);
+  PJRT_Buffer* const* arg_list = raw_args.data();
+  PJRT_Buffer** out_list = raw_out.data();
+
+  PJRT_LoadedExecutable_Execute_Args ex{};
+  ex.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
+  ex.executable = exe_;
+  ex.options = &options;
+  ex.argument_lists = &arg_list;
+  ex.num_devices = 1;
+  ex.num_args = raw_args.size();
+  ex.output_lists = &out_list;
+  check(api_, api_->PJRT_LoadedExecutable_Execute(&ex), "LoadedExecutable_Execute");
+
+  std::vector<std::unique_ptr<Buffer>> result;
+  result.reserve(outputs_.size());
+  for (size_t i = 0; i < outputs_.size(); ++i)
+    result.push_back(std::make_unique<Buffer>(api_, raw_out[i], outputs_[i]));
+  return result;
+}
+
+std::string Executable::serialize() const {
+  PJRT_LoadedExecutable_GetExecutable_Args get{};
+  get.struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE;
+  get.loaded_executable = exe_;
+  check(api_, api_->PJRT_LoadedExecutable_GetExecutable(&get), "LoadedExecutable_GetExecutable");
+
+  PJRT_Executable_Serialize_Args ser{};
+  ser.struct_size = PJRT_Executable_Serialize_Args_STRUCT_SIZE;
+  ser.executable = get.executable;
+  PJRT_Error* err = api_->PJRT_Executable_Serialize(&ser);
+  std::string bytes;
+  if (err == nullptr) {
+    bytes.assign(ser.serialized_bytes, ser.serialized_bytes_size);
+    ser.serialized_executable_deleter(ser.serialized_executable);
+  }
+  PJRT_Executable_Destroy_Args destroy{};
+  destroy.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE;
+  destroy.executable = get.executable;
+  api_->PJRT_Executable_Destroy(&destroy);
+  check(api_, err, "Executable_Serialize");
+  return bytes;
+}
+
+// ---------------------------------------------------------------- Client
+
+Client::Client(std::shared_ptr<Plugin> plugin) : plugin_(std::move(plugin)) {
+  const Api* api = plugin_->api();
+  PJRT_Client_Create_Args create{};
+  create.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
+  check(api, api->PJRT_Client_Create(&create), "Client_Create");
+  client_ = create.client;
+
+  PJRT_Client_AddressableDevices_Args devs{};
+  devs.struct_size = PJRT_Client_AddressableDevices_Args_STRUCT_SIZE;
+  devs.client = client_;
+  check(api, api->PJRT_Client_AddressableDevices(&devs), "Client_AddressableDevices");
+  devices_.assign(devs.addressable_devices, devs.addressable_devices + devs.num_addressable_devices);
+  TPU_CHECK(!devices_.empty(), ErrorKind::Runtime, "PJRT plugin '", plugin_->choice().path,
+            "' reports no addressable devices");
+}
+
+Client::~Client() {
+  PJRT_Client_Destroy_Args args{};
+  args.struct_size = PJRT_Client_Destroy_Args_STRUCT_SIZE;
+  args.client = client_;
+  plugin_->api()->PJRT_Client_Destroy(&args);
+}
+
+std::string Client::platform_name() const {
+  PJRT_Client_PlatformName_Args args{};
+  args.struct_size = PJRT_Client_PlatformName_Args_STRUCT_SIZE;
+  args.client = client_;
+  check(plugin_->api(), plugin_->api()->PJRT_Client_PlatformName(&args), "Client_PlatformName");
+  return std::string(args.platform_name, args.platform_name_size);
+}
+
+std::string Client::platform_version() const {
+  PJRT_Client_PlatformVersion_Args args{};
+  args.struct_size = PJRT_Client_PlatformVersion_Args_STRUCT_SIZE;
+  args.client = client_;
+  check(plugin_->api(), plugin_->api()->PJRT_Client_PlatformVersion(&args),
+        "Client_PlatformVersion");
+  return std::string(args.platform_version, args.platform_version_size);
+}
+
+DeviceInfo Client::device_info(int index) const {
+  TPU_CHECK(index >= 0 && index < device_count(), ErrorKind::Runtime, "invalid device index ",
+            index, ": ", device_count(), " device(s) available");
+  const Api* api = plugin_->api();
+  PJRT_Device_GetDescription_Args get{};
+  get.struct_size = PJRT_Device_GetDescription_Args_STRUCT_SIZE;
+  get.device = devices_[index];
+  check(api, api->PJRT_Device_GetDescription(&get), "Device_GetDescription");
+
+  DeviceInfo info;
+  PJRT_DeviceDescription_Id_Args id{};
+  id.struct_size = PJRT_DeviceDescription_Id_Args_STRUCT_SIZE;
+  id.device_description = get.device_description;
+  check(api, api->PJRT_DeviceDescription_Id(&id), "DeviceDescription_Id");
+  info.id = id.id;
+  PJRT_DeviceDescription_Kind_Args kind{};
+  kind.struct_size = PJRT_DeviceDescription_Kind_Args_STRUCT_SIZE;
+  kind.device_description = get.device_description;
+  check(api, api->PJRT_DeviceDescription_Kind(&kind), "DeviceDescription_Kind");
+  info.kind.assign(kind.device_kind, kind.device_kind_size);
+  PJRT_DeviceDescription_DebugString_Args dbg{};
+  dbg.struct_size = PJRT_DeviceDescription_DebugString_Args_STRUCT_SIZE;
+  dbg.device_description = get.device_description;
+  check(api, api->PJRT_DeviceDescription_DebugString(&dbg), "DeviceDescription_DebugString");
+  info.debug_string.assign(dbg.debug_string, dbg.debug_string_size);
+  return info;
+}
+
+std::unique_ptr<Executable> Client::compile(const std::string& mlir,
+                                            std::vector<hlo::TensorType> output_types,
+                                            int device_index) const {
+  TPU_CHECK(device_index == 0, ErrorKind::NotImplemented,
+            "torch_tpu compiles for device 0 of each process only");
+  static const char kFormat[] = "mlir";
+  PJRT_Program program{};
+  program.struct_size = PJRT_Program_STRUCT_SIZE;
+  program.code = const_cast<char*>(mlir.data());
+  program.code_size = mlir.size();
+  program.format = kFormat;
+  program.format_size = sizeof(kFormat) - 1;
+
+  PJRT_Client_Compile_Args args{};
+  args.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.program = &program;
+  args.compile_options = compile_options().data();
+  args.compile_options_size = compile_options().size();
+  check(plugin_->api(), plugin_->api()->PJRT_Client_Compile(&args), "Client_Compile");
+  return std::make_unique<Executable>(plugin_->api(), args.executable, std::move(output_types));
+}
+
+std::unique_ptr<Executable> Client::deserialize(const std::string& bytes,
+                                                std::vector<hlo::TensorType> output_types) const {
+  PJRT_Executable_DeserializeAndLoad_Args args{};
+  args.struct_size = PJRT_Executable_DeserializeAndLoad_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.serialized_executable = bytes.data();
+  args.serialized_executable_size = bytes.size();
+  check(plugin_->api(), plugin_->api()->PJRT_Executable_DeserializeAndLoad(&args),
+        "Executable_DeserializeAndLoad");
+  return std::make_unique<Executable>(plugin_->api(), args.loaded_executable,
+                                      std::move(output_types));
+}
+
+std::unique_ptr<Buffer> Client::from_host(const void* data, const hlo::TensorType& type,
+                                          int device_index) const {
+  TPU_CHECK(device_index >= 0 && device_index < device_count(), ErrorKind::Runtime,
+            "invalid device index ", device_index);
+  PJRT_Client_BufferFromHostBuffer_Args args{};
+  args.struct_size = PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.data = data;
+  args.type = to_pjrt(type.dtype);
+  args.dims = type.shape.data();
+  args.num_dims = type.shape.size();
+  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+  args.device = devices_[device_index];
+  check(plugin_->api(), plugin_->api()->PJRT_Client_BufferFromHostBuffer(&args),
+        "Client_BufferFromHostBuffer");
+  destroy_event(plugin_->api(), args.done_with_host_buffer);
+  return std::make_unique<Buffer>(plugin_->api(), args.buffer, type);
+}
+
+}  // namespace torch_tpu::pjrt

@@ -1,0 +1,115 @@
+// RAII wrappers over the PJRT C API: every C call is made in client.cpp, and
+// every PJRT_Error is turned into a torch_tpu::Error there (check()).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hlo/types.h"
+#include "pjrt/plugin.h"
+
+namespace torch_tpu::pjrt {
+
+class Client;
+
+// A completion event. await() blocks and throws the plugin's error if any.
+class Event {
+ public:
+  Event(const Api* api, PJRT_Event* event) : api_(api), event_(event) {}
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void await();
+  bool ready() const;
+
+ private:
+  const Api* api_;
+  PJRT_Event* event_;
+};
+
+// An on-device array. Immutable; destroyed with its owner.
+class Buffer {
+ public:
+  Buffer(const Api* api, PJRT_Buffer* buffer, hlo::TensorType type);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  const hlo::TensorType& type() const { return type_; }
+  PJRT_Buffer* raw() const { return buffer_; }
+  // Copies the whole array, row-major, into `dst` (type().nbytes() bytes).
+  // Blocks until done; throws the error of the computation that made it.
+  void to_host(void* dst) const;
+  // Blocks until the buffer is computed; throws its error if it failed.
+  void await_ready() const;
+  bool is_deleted() const;
+
+ private:
+  const Api* api_;
+  PJRT_Buffer* buffer_;
+  hlo::TensorType type_;
+};
+
+class Executable {
+ public:
+  Executable(const Api* api, PJRT_LoadedExecutable* exe, std::vector<hlo::TensorType> outputs);
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  // Launches on the executable's device. Returns as soon as the launch is
+  // enqueued; outputs become ready asynchronously. Arguments listed in
+  // `donated` are consumed (their PJRT buffers are deleted by the plugin).
+  std::vector<std::unique_ptr<Buffer>> execute(const std::vector<const Buffer*>& args,
+                                               const std::vector<bool>& donated = {}) const;
+  // PJRT executable serialization (for the disk cache).
+  std::string serialize() const;
+  const std::vector<hlo::TensorType>& output_types() const { return outputs_; }
+
+ private:
+  const Api* api_;
+  PJRT_LoadedExecutable* exe_;
+  std::vector<hlo::TensorType> outputs_;
+};
+
+struct DeviceInfo {
+  int id = 0;
+  std::string kind;  // the plugin's device kind, e.g. "cpu", "TPU v5 lite"
+  std::string debug_string;
+};
+
+class Client {
+ public:
+  explicit Client(std::shared_ptr<Plugin> plugin);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const Plugin& plugin() const { return *plugin_; }
+  std::string platform_name() const;
+  std::string platform_version() const;
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  DeviceInfo device_info(int index) const;
+
+  // Compiles MLIR text (StableHLO). `output_types` are recorded on the
+  // executable so results carry their shapes without asking the plugin.
+  std::unique_ptr<Executable> compile(const std::string& mlir,
+                                      std::vector<hlo::TensorType> output_types,
+                                      int device_index = 0) const;
+  std::unique_ptr<Executable> deserialize(const std::string& bytes,
+                                          std::vector<hlo::TensorType> output_types) const;
+  // Copies `type.nbytes()` bytes of row-major host data into a new device
+  // buffer; the host memory may be reused as soon as this returns.
+  std::unique_ptr<Buffer> from_host(const void* data, const hlo::TensorType& type,
+                                    int device_index = 0) const;
+
+ private:
+  std::shared_ptr<Plugin> plugin_;
+  PJRT_Client* client_ = nullptr;
+  std::vector<PJRT_Device*> devices_;       // addressable
+  std::vector<PJRT_Memory*> memories_;      // default memory of each device
+};
+
+}  // namespace torch_tpu::pjrt

@@ -1,0 +1,79 @@
+#include "pjrt/plugin.h"
+
+#include <dlfcn.h>
+
+#include <string>
+
+#include "common/error.h"
+
+namespace torch_tpu::pjrt {
+
+namespace {
+
+std::string error_message(const Api* api, PJRT_Error* error) {
+  PJRT_Error_Message_Args args{};
+  args.struct_size = PJRT_Error_Message_Args_STRUCT_SIZE;
+  args.error = error;
+  api->PJRT_Error_Message(&args);
+  return std::string(args.message, args.message_size);
+}
+
+}  // namespace
+
+void check(const Api* api, PJRT_Error* error, const char* what) {
+  if (error == nullptr) return;
+  std::string message = error_message(api, error);
+  PJRT_Error_Destroy_Args destroy{};
+  destroy.struct_size = PJRT_Error_Destroy_Args_STRUCT_SIZE;
+  destroy.error = error;
+  api->PJRT_Error_Destroy(&destroy);
+  fail(ErrorKind::Runtime, "PJRT ", what, " failed: ", message);
+}
+
+std::shared_ptr<Plugin> Plugin::load(const PluginChoice& choice) {
+  std::shared_ptr<Plugin> plugin(new Plugin());
+  plugin->choice_ = choice;
+  // RTLD_LOCAL keeps the plugin's own copies of LLVM/protobuf away from torch's.
+  plugin->handle_ = dlopen(choice.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  TPU_CHECK(plugin->handle_ != nullptr, ErrorKind::Runtime, "cannot load PJRT plugin '",
+            choice.path, "' (", choice.reason, "): ", dlerror());
+  using GetApi = const PJRT_Api* (*)();
+  auto get_api = reinterpret_cast<GetApi>(dlsym(plugin->handle_, "GetPjrtApi"));
+  TPU_CHECK(get_api != nullptr, ErrorKind::Runtime, "'", choice.path,
+            "' is not a PJRT plugin: it does not export GetPjrtApi");
+  plugin->api_ = get_api();
+  TPU_CHECK(plugin->api_ != nullptr, ErrorKind::Runtime, "'", choice.path,
+            "': GetPjrtApi returned null");
+  const PJRT_Api* api = plugin->api_;
+  TPU_CHECK(api->pjrt_api_version.major_version == PJRT_API_MAJOR, ErrorKind::Runtime,
+            "PJRT plugin '", choice.path, "' speaks PJRT C API ",
+            api->pjrt_api_version.major_version, ".", api->pjrt_api_version.minor_version,
+            " but torch_tpu was built against ", PJRT_API_MAJOR, ".", PJRT_API_MINOR,
+            " (major versions must match)");
+  // Every function we call lies inside the plugin's table; a table shorter
+  // than the last one we use means a plugin too old for us.
+  constexpr size_t needed = offsetof(PJRT_Api, PJRT_Executable_DeserializeAndLoad) + sizeof(void*);
+  TPU_CHECK(api->struct_size >= needed, ErrorKind::Runtime, "PJRT plugin '", choice.path,
+            "' has a function table of ", api->struct_size, " bytes; torch_tpu needs at least ",
+            needed, " (plugin too old)");
+  if (api->PJRT_Plugin_Initialize != nullptr) {
+    PJRT_Plugin_Initialize_Args args{};
+    args.struct_size = PJRT_Plugin_Initialize_Args_STRUCT_SIZE;
+    check(api, api->PJRT_Plugin_Initialize(&args), "Plugin_Initialize");
+  }
+  return plugin;
+}
+
+Plugin::~Plugin() {
+  // Plugins keep threads alive after their clients are gone; unloading them
+  // under those threads crashes at exit, so the library stays mapped.
+}
+
+int Plugin::api_major() const { return api_->pjrt_api_version.major_version; }
+int Plugin::api_minor() const { return api_->pjrt_api_version.minor_version; }
+
+std::string Plugin::identity() const {
+  return choice_.path + "#" + std::to_string(api_major()) + "." + std::to_string(api_minor());
+}
+
+}  // namespace torch_tpu::pjrt

@@ -1,0 +1,95 @@
+#include "runtime/device_buffer.h"
+
+#include "common/error.h"
+#include "hlo/builder.h"
+#include "runtime/memory_stats.h"
+#include "runtime/runtime.h"
+
+namespace torch_tpu::runtime {
+
+namespace {
+
+// The pending op of a fresh storage: zero bytes. Cached per type like any
+// other program.
+std::unique_ptr<pjrt::Buffer> run_zeros(const hlo::TensorType& type) {
+  Runtime& rt = Runtime::get();
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> programs;
+  std::shared_ptr<pjrt::Executable> exe;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& slot = programs[type.str()];
+    if (!slot) {
+      hlo::Builder b;
+      hlo::Value z = b.zeros(type.dtype, type.shape);
+      slot = rt.compile(b.module({z}), {type});
+    }
+    exe = slot;
+  }
+  auto out = exe->execute({});
+  return std::move(out[0]);
+}
+
+}  // namespace
+
+std::shared_ptr<DeviceBuffer> DeviceBuffer::deferred_zeros(const hlo::TensorType& type,
+                                                           int device) {
+  std::shared_ptr<DeviceBuffer> b(new DeviceBuffer(type, device));
+  b->producer_ = "empty";
+  return b;
+}
+
+std::shared_ptr<DeviceBuffer> DeviceBuffer::materialized(std::unique_ptr<pjrt::Buffer> buffer,
+                                                         std::string producer, int device) {
+  std::shared_ptr<DeviceBuffer> b(new DeviceBuffer(buffer->type(), device));
+  b->producer_ = std::move(producer);
+  b->set_buffer(std::move(buffer));
+  return b;
+}
+
+std::shared_ptr<DeviceBuffer> DeviceBuffer::error(const hlo::TensorType& type,
+                                                  std::string message, int device) {
+  std::shared_ptr<DeviceBuffer> b(new DeviceBuffer(type, device));
+  b->state_ = State::Error;
+  b->error_ = std::move(message);
+  return b;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (buffer_) record_free(device_, type_.nbytes());
+}
+
+void DeviceBuffer::set_buffer(std::unique_ptr<pjrt::Buffer> b) {
+  buffer_ = std::move(b);
+  state_ = State::Materialized;
+  record_alloc(device_, type_.nbytes());
+}
+
+void DeviceBuffer::raise_error() const { fail(ErrorKind::Runtime, error_); }
+
+const pjrt::Buffer& DeviceBuffer::buffer() {
+  if (state_ == State::Error) raise_error();
+  if (state_ == State::Deferred) set_buffer(run_zeros(type_));
+  return *buffer_;
+}
+
+void DeviceBuffer::wait() {
+  const pjrt::Buffer& b = buffer();
+  try {
+    b.await_ready();
+  } catch (const Error& e) {
+    state_ = State::Error;
+    error_ = "tpu op '" + producer_ + "' failed on the device: " + e.what();
+    record_free(device_, type_.nbytes());
+    buffer_.reset();
+    raise_error();
+  }
+}
+
+void DeviceBuffer::to_host(void* dst) {
+  if (type_.nbytes() == 0) return;
+  wait();
+  buffer_->to_host(dst);
+}
+
+}  // namespace torch_tpu::runtime

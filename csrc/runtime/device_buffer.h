@@ -1,0 +1,65 @@
+// A device buffer reference: what a storage points at instead of device
+// memory. It is in one of three states:
+//  - Deferred: produced by an op that has not run yet. A fresh storage starts
+//    as deferred zero bytes, so `empty(...)` followed by a full overwrite
+//    (copy_ from the host, an op's output) never touches the device.
+//  - Materialized: a PJRT buffer, possibly still being computed (PJRT is
+//    asynchronous; reading waits).
+//  - Error: the op that was to produce it failed. The error travels to every
+//    op that consumes it and is raised, naming the failing op, when a value
+//    leaves the device.
+// Buffers are immutable: a write makes a new buffer and swaps it into the
+// storage (runtime/storage.h), so sharing one between storages is safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "hlo/types.h"
+#include "pjrt/client.h"
+
+namespace torch_tpu::runtime {
+
+class DeviceBuffer {
+ public:
+  enum class State { Deferred, Materialized, Error };
+
+  static std::shared_ptr<DeviceBuffer> deferred_zeros(const hlo::TensorType& type, int device);
+  static std::shared_ptr<DeviceBuffer> materialized(std::unique_ptr<pjrt::Buffer> buffer,
+                                                    std::string producer, int device);
+  static std::shared_ptr<DeviceBuffer> error(const hlo::TensorType& type, std::string message,
+                                             int device);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  State state() const { return state_; }
+  const hlo::TensorType& type() const { return type_; }
+  int device() const { return device_; }
+  const std::string& producer() const { return producer_; }
+  const std::string& error_message() const { return error_; }
+
+  // The PJRT buffer, running the pending op first if deferred. Throws the
+  // recorded error in the Error state.
+  const pjrt::Buffer& buffer();
+  // Copies the contents (row-major) to host memory of type().nbytes() bytes.
+  // A failure of the producing computation is raised naming the op.
+  void to_host(void* dst);
+  // Waits for the computation; on failure the buffer turns into the Error
+  // state and the error is raised.
+  void wait();
+
+ private:
+  DeviceBuffer(hlo::TensorType type, int device) : type_(std::move(type)), device_(device) {}
+  void set_buffer(std::unique_ptr<pjrt::Buffer> b);
+  [[noreturn]] void raise_error() const;
+
+  State state_ = State::Deferred;
+  hlo::TensorType type_;
+  int device_ = 0;
+  std::unique_ptr<pjrt::Buffer> buffer_;
+  std::string producer_;
+  std::string error_;
+};
+
+}  // namespace torch_tpu::runtime

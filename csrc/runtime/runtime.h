@@ -1,0 +1,65 @@
+// The process-wide runtime: the loaded PJRT plugin and client, created on
+// first use, and the in-memory executable cache.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "pjrt/client.h"
+#include "pjrt/plugin.h"
+
+namespace torch_tpu::runtime {
+
+struct CompiledProgram;  // runtime/executor.cpp
+
+class Runtime {
+ public:
+  // Where Python packages live (site-packages folders), for plugin discovery.
+  // Must be called before the first get().
+  static void set_package_roots(std::vector<std::string> roots);
+  // Loads the plugin on first call; throws torch_tpu::Error if none can be.
+  static Runtime& get();
+  // True once get() has succeeded (does not load anything).
+  static bool initialized();
+
+  const pjrt::Client& client() const { return *client_; }
+  const pjrt::PluginChoice& plugin_choice() const { return client_->plugin().choice(); }
+  int device_count() const { return client_->device_count(); }
+  void check_device(int device) const;
+
+  // Compiles `mlir` unless a program with the same key is cached.
+  std::shared_ptr<CompiledProgram> lookup(const std::string& key);
+  void insert(const std::string& key, std::shared_ptr<CompiledProgram> program);
+  std::unique_ptr<pjrt::Executable> compile(const std::string& mlir,
+                                            std::vector<hlo::TensorType> outputs) const;
+
+  // Remembers the newest result buffer of each launch so synchronize() can
+  // wait for everything issued so far (PJRT runs one device's work in order).
+  void note_launch(std::shared_ptr<class DeviceBuffer> newest);
+  void synchronize(int device);
+
+  struct CacheStats {
+    int64_t hits = 0, misses = 0, compiled = 0;
+  };
+  CacheStats cache_stats() const;
+
+  // Test hook: the next launched op fails as if the device had reported an
+  // error asynchronously; its outputs carry `message`.
+  void fail_next_launch(std::string message);
+  bool take_injected_failure(std::string* message);
+
+ private:
+  explicit Runtime(std::unique_ptr<pjrt::Client> client) : client_(std::move(client)) {}
+
+  std::unique_ptr<pjrt::Client> client_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<CompiledProgram>> cache_;
+  CacheStats stats_;
+  std::weak_ptr<class DeviceBuffer> newest_;
+  std::string injected_failure_;
+};
+
+}  // namespace torch_tpu::runtime

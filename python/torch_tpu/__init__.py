@@ -1,0 +1,61 @@
+"""torch_tpu: run PyTorch on XLA devices through the PJRT C API.
+
+`import torch_tpu` registers the `tpu` device (PyTorch's PrivateUse1 backend),
+the `torch.tpu` module and the tensor/module/storage methods (`.tpu()`,
+`.is_tpu`). Installing the package also registers an entry point in the
+`torch.backends` group, so `import torch` loads it automatically.
+"""
+import os
+import site
+import sys
+
+import torch
+
+from . import _C
+
+
+def _package_roots():
+    roots = []
+    for p in list(sys.path) + site.getsitepackages() + [site.getusersitepackages()]:
+        if p and os.path.isdir(p) and p not in roots:
+            roots.append(p)
+    return roots
+
+
+_C._init(_package_roots())
+
+torch.utils.rename_privateuse1_backend("tpu")
+
+from . import device_module as _device_module  # noqa: E402
+
+torch._register_device_module("tpu", _device_module)
+torch.utils.generate_methods_for_privateuse1_backend(
+    for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+)
+
+from . import _printing  # noqa: E402
+
+_printing.install()
+
+
+def platform():
+    """Which PJRT plugin backs `tpu`: a dict with the plugin path, why it was
+    chosen, the XLA platform name and version, and the PJRT C API version."""
+    return dict(_C._platform())
+
+
+def lowered_ops():
+    """The ATen operators that have a StableHLO lowering (sorted)."""
+    return list(_C._lowered_ops())
+
+
+def env_table():
+    """Every TORCH_TPU_* environment variable: (name, meaning, value now)."""
+    return [tuple(row) for row in _C._env_table()]
+
+
+def _autoload():
+    """Entry point of the `torch.backends` group: importing did the work."""
+
+
+__all__ = ["platform", "lowered_ops", "env_table"]

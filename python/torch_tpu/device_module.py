@@ -1,0 +1,167 @@
+"""`torch.tpu`: the device module of the `tpu` backend, shaped like torch.cuda."""
+from dataclasses import dataclass
+
+import torch
+
+from . import _C
+
+
+def _index(device=None):
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "tpu":
+            raise ValueError(f"expected a tpu device, got {device}")
+        return current_device() if device.index is None else device.index
+    raise TypeError(f"expected a device index, string or torch.device, got {type(device).__name__}")
+
+
+def is_available() -> bool:
+    try:
+        return _C._device_count() > 0
+    except RuntimeError:
+        return False
+
+
+def is_initialized() -> bool:
+    return _C._runtime_loaded()
+
+
+def _lazy_init():
+    _C._load_runtime()
+
+
+def device_count() -> int:
+    try:
+        return _C._device_count()
+    except RuntimeError:
+        return 0
+
+
+def current_device() -> int:
+    return _C._current_device()
+
+
+def set_device(device) -> None:
+    _C._set_device(_index(device))
+
+
+class device:
+    """Context manager that changes the current tpu device."""
+
+    def __init__(self, device):
+        self.idx = _index(device)
+        self.prev = -1
+
+    def __enter__(self):
+        self.prev = current_device()
+        set_device(self.idx)
+
+    def __exit__(self, *exc):
+        set_device(self.prev)
+        return False
+
+
+def synchronize(device=None) -> None:
+    """Waits for all work issued to the device so far."""
+    _C._synchronize(_index(device))
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    name: str
+    kind: str
+    platform_name: str
+    platform_version: str
+    plugin_path: str
+    pjrt_api_version: str
+
+
+def get_device_properties(device=None) -> DeviceProperties:
+    info = _C._device_info(_index(device))
+    plat = _C._platform()
+    return DeviceProperties(
+        name=f"{plat['platform_name']}:{info['kind']}",
+        kind=info["kind"],
+        platform_name=plat["platform_name"],
+        platform_version=plat["platform_version"],
+        plugin_path=plat["plugin_path"],
+        pjrt_api_version=plat["pjrt_api_version"],
+    )
+
+
+def get_device_name(device=None) -> str:
+    return get_device_properties(device).name
+
+
+# ---- random numbers
+
+
+def manual_seed(seed: int) -> None:
+    _C._manual_seed(current_device(), int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def manual_seed_all(seed: int) -> None:
+    for i in range(device_count()):
+        _C._manual_seed(i, int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def seed() -> None:
+    _C._seed(current_device())
+
+
+def seed_all() -> None:
+    for i in range(device_count()):
+        _C._seed(i)
+
+
+def initial_seed() -> int:
+    return _C._initial_seed(current_device())
+
+
+def get_rng_state(device="tpu") -> torch.Tensor:
+    return _C._get_rng_state(_index(device))
+
+
+def set_rng_state(new_state: torch.Tensor, device="tpu") -> None:
+    _C._set_rng_state(_index(device), new_state)
+
+
+def get_rng_state_all():
+    return [_C._get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states) -> None:
+    for i, s in enumerate(new_states):
+        _C._set_rng_state(i, s)
+
+
+def default_generator(device=None) -> torch.Generator:
+    return _C._default_generator(_index(device))
+
+
+# ---- memory: bytes of live device buffers
+
+
+def memory_stats(device=None) -> dict:
+    return dict(_C._memory_stats(_index(device)))
+
+
+def memory_allocated(device=None) -> int:
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device=None) -> int:
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _C._reset_peak_memory_stats(_index(device))
+
+
+def _is_in_bad_fork() -> bool:
+    return False
