@@ -199,3 +199,27 @@ std::vector<int64_t> reduction_dims(const Arg& dims_arg, int64_t rank) {
 }
 
 }  // namespace torch_tpu::lowering
+
+// ---- added by the reduction/matmul/normalization/loss/indexing/shape lowerings
+namespace torch_tpu::lowering {
+const char* scalar_type_name(ElementType t) {
+  switch (t) {
+    case ElementType::Bool: return "Bool";
+    case ElementType::U8: return "Byte";
+    case ElementType::I8: return "Char";
+    case ElementType::I16: return "Short";
+    case ElementType::I32: return "Int";
+    case ElementType::I64: return "Long";
+    case ElementType::F16: return "Half";
+    case ElementType::BF16: return "BFloat16";
+    case ElementType::F32: return "Float";
+    case ElementType::F64: return "Double";
+    case ElementType::C64: return "ComplexFloat";
+    case ElementType::C128: return "ComplexDouble";
+    case ElementType::U16: return "UInt16";
+    case ElementType::U32: return "UInt32";
+    case ElementType::U64: return "UInt64";
+  }
+  return "Undefined";
+}
+}  // namespace torch_tpu::lowering

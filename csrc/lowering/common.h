@@ -64,3 +64,10 @@ Value erf(hlo::Builder& b, Value x);
 Value erfc(hlo::Builder& b, Value x);
 
 }  // namespace torch_tpu::lowering
+
+// ---- added by the reduction/matmul/normalization/loss/indexing/shape lowerings
+namespace torch_tpu::lowering {
+// c10::ScalarType's name ("Float", "Long", "BFloat16"), as PyTorch's error
+// messages spell dtypes.
+const char* scalar_type_name(ElementType t);
+}  // namespace torch_tpu::lowering

@@ -29,22 +29,6 @@ Dims range(int64_t from, int64_t to) {
 
 bool is_index_type(E t) { return t == E::I64 || t == E::I32; }
 
-const char* scalar_name(E t) {
-  switch (t) {
-    case E::Bool: return "Bool";
-    case E::U8: return "Byte";
-    case E::I8: return "Char";
-    case E::I16: return "Short";
-    case E::I32: return "Int";
-    case E::I64: return "Long";
-    case E::F16: return "Half";
-    case E::BF16: return "BFloat16";
-    case E::F32: return "Float";
-    case E::F64: return "Double";
-    default: return hlo::short_name(t);
-  }
-}
-
 // A gather whose result is empty never reads the operand, and slices of an
 // empty operand dim cannot be described, so empty results skip the op.
 Value gather_or_empty(Builder& b, Value operand, Value indices, const Builder::GatherDims& dims,
@@ -96,7 +80,7 @@ std::vector<Value> lower_embedding(Context& ctx, const Args& a) {
   TPU_CHECK(is_index_type(indices.dtype()), ErrorKind::Runtime,
             "Expected tensor for argument #1 'indices' to have one of the following scalar types: "
             "Long, Int; but got ",
-            scalar_name(indices.dtype()), " instead (while checking arguments for embedding)");
+            scalar_type_name(indices.dtype()), " instead (while checking arguments for embedding)");
   Shape ishape = indices.shape();
   Shape idx_shape = ishape;
   idx_shape.push_back(1);
@@ -165,7 +149,7 @@ std::vector<Value> lower_index_add(Context& ctx, const Args& a) {
   Builder& b = ctx.b;
   Value self = a[0].as_tensor(), source = a[3].as_tensor();
   TPU_CHECK(self.dtype() == source.dtype(), ErrorKind::Runtime, "index_add_(): self (",
-            scalar_name(self.dtype()), ") and source (", scalar_name(source.dtype()),
+            scalar_type_name(self.dtype()), ") and source (", scalar_type_name(source.dtype()),
             ") must have the same scalar type");
   int64_t dim = wrap_dim(a[1].as_int(), self.rank());
   Value idx = index_vector(b, a[2].as_tensor(), "index_add");
@@ -509,7 +493,7 @@ std::vector<Value> lower_index_put(Context& ctx, const Args& a) {
   bool accumulate = a[3].as_bool();
   TPU_CHECK(values.dtype() == self.dtype(), ErrorKind::Runtime,
             "Index put requires the source and destination dtypes match, got ",
-            scalar_name(self.dtype()), " for the destination and ", scalar_name(values.dtype()),
+            scalar_type_name(self.dtype()), " for the destination and ", scalar_type_name(values.dtype()),
             " for the source.");
   Advanced adv = advanced(b, self, a[1].tensors);
   if (adv.k == 0) return {accumulate ? b.add(self, broadcast_to(b, values, self.shape()))

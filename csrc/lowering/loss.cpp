@@ -46,22 +46,6 @@ Value grad_scale(Builder& b, Value g, Reduction r, const Shape& shape, E acc) {
   return broadcast_to(b, ga, shape);
 }
 
-const char* scalar_name(E t) {
-  switch (t) {
-    case E::Bool: return "Bool";
-    case E::U8: return "Byte";
-    case E::I8: return "Char";
-    case E::I16: return "Short";
-    case E::I32: return "Int";
-    case E::I64: return "Long";
-    case E::F16: return "Half";
-    case E::BF16: return "BFloat16";
-    case E::F32: return "Float";
-    case E::F64: return "Double";
-    default: return hlo::short_name(t);
-  }
-}
-
 // ---- nll_loss: input (C), (N, C) or (N, C, d1, ...), class dim 1 (0 unbatched)
 
 enum class NllForm { Flat, Spatial };  // nll_loss / nll_loss2d
@@ -94,9 +78,9 @@ void check_nll(const Value& self, const Value& target, const std::optional<Value
               ", input ", hlo::shape_str(s));
   }
   TPU_CHECK(target.dtype() == E::I64 || target.dtype() == E::U8, ErrorKind::Runtime,
-            "expected target dtype to be Long or Byte, but got ", scalar_name(target.dtype()));
+            "expected target dtype to be Long or Byte, but got ", scalar_type_name(target.dtype()));
   TPU_CHECK(hlo::is_float(self.dtype()), ErrorKind::NotImplemented,
-            "\"nll_loss\" not implemented for '", scalar_name(self.dtype()), "'");
+            "\"nll_loss\" not implemented for '", scalar_type_name(self.dtype()), "'");
   int64_t classes = self.shape()[self.rank() == 1 ? 0 : 1];
   if (weight)
     TPU_CHECK(weight->type.numel() == classes, ErrorKind::Runtime,
@@ -237,7 +221,7 @@ struct Pair {
 Pair loss_operands(Context& ctx, const Arg& self, const Arg& target, const char* kernel) {
   E out = result_type(ctx, {&self, &target});
   TPU_CHECK(hlo::is_float(out), ErrorKind::NotImplemented, "\"", kernel,
-            "\" not implemented for '", scalar_name(out), "'");
+            "\" not implemented for '", scalar_type_name(out), "'");
   E acc = acc_type(out);
   Value x = cast(ctx.b, self.as_tensor(), acc), y = cast(ctx.b, target.as_tensor(), acc);
   Shape s = broadcast_shapes(x.shape(), y.shape());

@@ -32,25 +32,6 @@ const char* c10_name(E t) {
   }
 }
 
-// ScalarType's own spelling ("Float"), used by other messages.
-const char* scalar_name(E t) {
-  switch (t) {
-    case E::Bool: return "Bool";
-    case E::U8: return "Byte";
-    case E::I8: return "Char";
-    case E::I16: return "Short";
-    case E::I32: return "Int";
-    case E::I64: return "Long";
-    case E::F16: return "Half";
-    case E::BF16: return "BFloat16";
-    case E::F32: return "Float";
-    case E::F64: return "Double";
-    case E::C64: return "ComplexFloat";
-    case E::C128: return "ComplexDouble";
-    default: return hlo::short_name(t);
-  }
-}
-
 std::string dims_str(const Shape& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
@@ -88,7 +69,7 @@ Value scaled_sum(Context& ctx, const Arg& self_arg, Value product, const Arg& be
   E acc = product.dtype();
   TPU_CHECK(self_arg.as_tensor().dtype() == out, ErrorKind::Runtime,
             "self and mat2 must have the same dtype, but got ",
-            scalar_name(self_arg.as_tensor().dtype()), " and ", scalar_name(out));
+            scalar_type_name(self_arg.as_tensor().dtype()), " and ", scalar_type_name(out));
   Value self = broadcast_to(b, cast(b, self_arg.as_tensor(), acc), product.shape());
   Value alpha = ctx.number(alpha_arg, acc);
   Value beta = ctx.number(beta_arg, acc);
@@ -168,7 +149,7 @@ std::vector<Value> lower_dot(Context& ctx, const Args& a) {
             " and ", y.shape()[0], " elements respectively");
   TPU_CHECK(x.dtype() == y.dtype(), ErrorKind::Runtime,
             "dot : expected both vectors to have same dtype, but found ",
-            scalar_name(x.dtype()), " and ", scalar_name(y.dtype()));
+            scalar_type_name(x.dtype()), " and ", scalar_type_name(y.dtype()));
   return {cast(ctx.b, contract(ctx.b, x, y, {}, {}, {0}, {0}), x.dtype())};
 }
 

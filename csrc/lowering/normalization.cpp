@@ -15,22 +15,9 @@ using Dims = std::vector<int64_t>;
 
 E acc_type(E t) { return t == E::F16 || t == E::BF16 ? E::F32 : t; }
 
-// The ScalarType spelling PyTorch's "not implemented for" messages use.
-const char* scalar_name(E t) {
-  switch (t) {
-    case E::Bool: return "Bool";
-    case E::U8: return "Byte";
-    case E::I8: return "Char";
-    case E::I16: return "Short";
-    case E::I32: return "Int";
-    case E::I64: return "Long";
-    default: return hlo::short_name(t);
-  }
-}
-
 void check_float(const char* kernel, E t) {
   TPU_CHECK(hlo::is_float(t), ErrorKind::NotImplemented, "\"", kernel,
-            "\" not implemented for '", scalar_name(t), "'");
+            "\" not implemented for '", scalar_type_name(t), "'");
 }
 
 // A statistic over `dims`, stretched back over `like` (keepdim + broadcast).

@@ -106,13 +106,13 @@ Value mean_of(Context& ctx, const Arg& self, const Arg& dims_arg, bool keepdim, 
     TPU_CHECK(hlo::is_float(*d) || hlo::is_complex(*d), ErrorKind::Runtime,
               "mean(): could not infer output dtype. Optional dtype must be either a floating "
               "point or complex dtype. Got: ",
-              hlo::short_name(*d));
+              scalar_type_name(*d));
     out = *d;
   } else {
     TPU_CHECK(hlo::is_float(x.dtype()) || hlo::is_complex(x.dtype()), ErrorKind::Runtime,
               "mean(): could not infer output dtype. Input dtype must be either a floating "
               "point or complex dtype. Got: ",
-              hlo::short_name(x.dtype()));
+              scalar_type_name(x.dtype()));
     out = x.dtype();
   }
   auto dims = reduction_dims(dims_arg, x.rank());
@@ -286,7 +286,7 @@ Value vector_norm(Context& ctx, Value x, double ord, const Arg& dims_arg, bool k
   E in = dtype ? *dtype : x.dtype();
   TPU_CHECK(hlo::is_float(in) || hlo::is_complex(in), ErrorKind::Runtime,
             "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
-            hlo::short_name(x.dtype()));
+            scalar_type_name(x.dtype()));
   auto dims = reduction_dims(dims_arg, x.rank());
   if (std::isinf(ord))
     TPU_CHECK(count(x.shape(), dims) != 0, ErrorKind::Runtime,

@@ -11,24 +11,14 @@
 #include "common/error.h"
 #include "hlo/builder.h"
 #include "pjrt/client.h"
+#include "pjrt/tests/test_client.h"
 
 namespace torch_tpu::hlo {
 namespace {
 
 using ET = ElementType;
-constexpr const char* kDefaultPlugin =
-    "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/xla_plugins/xla_cpu_pjrt/"
-    "xla_cpu_pjrt.so";
 const float kInf = std::numeric_limits<float>::infinity();
-
-pjrt::Client& client() {
-  static pjrt::Client* c = [] {
-    const char* env = std::getenv("TORCH_TPU_PJRT_PLUGIN");
-    std::string path = env && *env ? env : kDefaultPlugin;
-    return new pjrt::Client(pjrt::Plugin::load(pjrt::PluginChoice{path, "test"}));
-  }();
-  return *c;
-}
+using testing::client;
 
 using Bytes = std::vector<uint8_t>;
 

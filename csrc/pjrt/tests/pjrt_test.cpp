@@ -1,0 +1,158 @@
+// The PJRT layer against the CPU plugin: loading and its errors, discovery,
+// buffers to and from the host, compile and execute, donation,
+// serialization.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "common/error.h"
+#include "pjrt/discovery.h"
+#include "pjrt/tests/test_client.h"
+
+namespace torch_tpu::pjrt {
+namespace {
+
+using hlo::ElementType;
+using testing::client;
+
+const char kAddOne[] = R"(module @t {
+  func.func public @main(%a: tensor<3xf32>) -> (tensor<3xf32>) {
+    %c = "stablehlo.constant"() {value = dense<1.0> : tensor<3xf32>} : () -> tensor<3xf32>
+    %r = "stablehlo.add"(%a, %c) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    "func.return"(%r) : (tensor<3xf32>) -> ()
+  }
+})";
+
+const char kAddOneDonated[] = R"(module @t {
+  func.func public @main(%a: tensor<3xf32> {tf.aliasing_output = 0 : i32}) -> (tensor<3xf32>) {
+    %c = "stablehlo.constant"() {value = dense<1.0> : tensor<3xf32>} : () -> tensor<3xf32>
+    %r = "stablehlo.add"(%a, %c) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    "func.return"(%r) : (tensor<3xf32>) -> ()
+  }
+})";
+
+const hlo::TensorType kVec3{ElementType::F32, {3}};
+
+std::vector<float> read(const Buffer& b) {
+  std::vector<float> v(b.type().numel());
+  b.to_host(v.data());
+  return v;
+}
+
+TEST(Plugin, ReportsApiVersion) {
+  const Plugin& p = client().plugin();
+  EXPECT_EQ(p.api_major(), PJRT_API_MAJOR);
+  EXPECT_GT(p.api_minor(), 0);
+  EXPECT_NE(p.identity().find(testing::plugin_path()), std::string::npos);
+}
+
+TEST(Plugin, MissingPathNamesThePath) {
+  try {
+    Plugin::load({"/nonexistent/plugin.so", "test"});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/plugin.so"), std::string::npos);
+  }
+}
+
+TEST(Plugin, LibraryWithoutGetPjrtApiIsRefused) {
+  try {
+    Plugin::load({"libm.so.6", "test"});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("libm.so.6"), std::string::npos);
+    EXPECT_NE(msg.find("not a PJRT plugin"), std::string::npos);
+  }
+}
+
+TEST(Discovery, OverrideWins) {
+  PluginChoice c = discover_plugin(testing::plugin_path(), {});
+  EXPECT_EQ(c.path, testing::plugin_path());
+  EXPECT_EQ(c.reason, "TORCH_TPU_PJRT_PLUGIN");
+}
+
+TEST(Discovery, MissingOverrideIsAnError) {
+  EXPECT_THROW(discover_plugin("/no/such/plugin.so", {}), Error);
+}
+
+TEST(Discovery, FindsTheCpuPluginUnderAPackageRoot) {
+  // plugin_path() is <root>/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so
+  std::string path = testing::plugin_path();
+  std::string root = path.substr(0, path.find("/xla_plugins/"));
+  PluginChoice c = discover_plugin("", {"/definitely/not/here", root});
+  EXPECT_EQ(c.reason, "xla-cpu-pjrt");
+  EXPECT_EQ(c.path, path);
+}
+
+TEST(Discovery, NothingFoundListsWhereItLooked) {
+  try {
+    discover_plugin("", {"/definitely/not/here"});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/definitely/not/here"), std::string::npos);
+  }
+}
+
+TEST(Client, DescribesItsDevices) {
+  EXPECT_GE(client().device_count(), 1);
+  EXPECT_EQ(client().platform_name(), "cpu");
+  DeviceInfo info = client().device_info(0);
+  EXPECT_FALSE(info.kind.empty());
+  EXPECT_THROW(client().device_info(client().device_count()), Error);
+}
+
+TEST(Buffer, RoundTripsThroughTheDevice) {
+  std::vector<float> host{1.5f, -2.0f, 3.25f};
+  auto b = client().from_host(host.data(), kVec3);
+  b->await_ready();
+  EXPECT_EQ(read(*b), host);
+  EXPECT_FALSE(b->is_deleted());
+}
+
+TEST(Executable, CompilesAndRuns) {
+  auto exe = client().compile(kAddOne, {kVec3});
+  std::vector<float> host{1, 2, 3};
+  auto in = client().from_host(host.data(), kVec3);
+  auto out = exe->execute({in.get()});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(read(*out[0]), (std::vector<float>{2, 3, 4}));
+  EXPECT_EQ(read(*in), host);  // not donated: the input survives
+}
+
+TEST(Executable, InvalidProgramIsAnErrorNotACrash) {
+  EXPECT_THROW(client().compile("module { this is not mlir }", {kVec3}), Error);
+}
+
+TEST(Executable, DonatedInputIsConsumed) {
+  auto exe = client().compile(kAddOneDonated, {kVec3});
+  std::vector<float> host{1, 2, 3};
+  auto in = client().from_host(host.data(), kVec3);
+  auto out = exe->execute({in.get()}, {true});
+  EXPECT_EQ(read(*out[0]), (std::vector<float>{2, 3, 4}));
+  EXPECT_TRUE(in->is_deleted());
+}
+
+TEST(Executable, NonDonatedAliasedInputSurvives) {
+  auto exe = client().compile(kAddOneDonated, {kVec3});
+  std::vector<float> host{1, 2, 3};
+  auto in = client().from_host(host.data(), kVec3);
+  auto out = exe->execute({in.get()}, {false});
+  EXPECT_EQ(read(*out[0]), (std::vector<float>{2, 3, 4}));
+  EXPECT_FALSE(in->is_deleted());
+  EXPECT_EQ(read(*in), host);
+}
+
+TEST(Executable, SerializesAndDeserializes) {
+  auto exe = client().compile(kAddOne, {kVec3});
+  std::string bytes = exe->serialize();
+  ASSERT_FALSE(bytes.empty());
+  auto again = client().deserialize(bytes, {kVec3});
+  std::vector<float> host{10, 20, 30};
+  auto in = client().from_host(host.data(), kVec3);
+  EXPECT_EQ(read(*again->execute({in.get()})[0]), (std::vector<float>{11, 21, 31}));
+}
+
+}  // namespace
+}  // namespace torch_tpu::pjrt

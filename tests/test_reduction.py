@@ -1,0 +1,328 @@
+"""Reductions and scans on tpu against the CPU: values, dtypes, shapes, gradients, errors."""
+import math
+
+import pytest
+import torch
+import torch_tpu  # noqa: F401
+
+DEV = "tpu"
+FLOATS = [torch.float32, torch.bfloat16, torch.float16]
+INTS = [torch.int64, torch.int32]
+SHAPES = [(), (0,), (5,), (3, 4), (2, 3, 4), (2, 0, 3)]
+
+
+def make(shape, dtype, seed=0, low=-3, high=4):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    return torch.randint(low, high, shape, generator=g).to(dtype)
+
+
+def to_dev(x):
+    return x.to(DEV) if isinstance(x, torch.Tensor) else x
+
+
+def check(fn, *inputs, grad=False, **kw):
+    """fn on the CPU inputs and on their tpu copies gives the same results
+    (and, with grad=True, the same input gradients for a random upstream grad)."""
+    cpu = [x.detach().clone().requires_grad_(grad) if isinstance(x, torch.Tensor) else x for x in inputs]
+    dev = [to_dev(x).detach().requires_grad_(grad) if isinstance(x, torch.Tensor) else x for x in inputs]
+    out_c, out_d = fn(*cpu), fn(*dev)
+    outs_c = out_c if isinstance(out_c, (tuple, list)) else (out_c,)
+    outs_d = out_d if isinstance(out_d, (tuple, list)) else (out_d,)
+    assert len(outs_c) == len(outs_d)
+    for c, d in zip(outs_c, outs_d):
+        assert d.device.type == DEV
+        torch.testing.assert_close(d.cpu(), c, equal_nan=True, **kw)
+    if grad:
+        pairs = [(c, d) for c, d in zip(outs_c, outs_d) if c.requires_grad]
+        gs = [make(c.shape, c.dtype, seed=7) for c, _ in pairs]
+        torch.autograd.backward([c for c, _ in pairs], gs)
+        torch.autograd.backward([d for _, d in pairs], [to_dev(g) for g in gs])
+        for c, d in zip(cpu, dev):
+            if isinstance(c, torch.Tensor):
+                torch.testing.assert_close(d.grad.cpu(), c.grad, equal_nan=True, **kw)
+
+
+def raises_like(fn, *inputs):
+    """The tpu op raises the CPU op's exception type with the same message."""
+    with pytest.raises(Exception) as cpu_err:
+        fn(*inputs)
+    with pytest.raises(type(cpu_err.value)) as dev_err:
+        fn(*[to_dev(x) for x in inputs])
+    assert str(cpu_err.value).splitlines()[0] in str(dev_err.value)
+
+
+def dims_for(shape):
+    r = len(shape)
+    out = [None] if r == 0 else [None, 0, -1, (0, -1) if r > 1 else (0,)]
+    return out
+
+
+# ---- sum / mean / prod
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", FLOATS + INTS + [torch.bool])
+def test_sum_all(shape, dtype):
+    check(torch.sum, make(shape, dtype))
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (2, 3, 4), (2, 0, 3), ()])
+@pytest.mark.parametrize("dtype", FLOATS + INTS + [torch.bool])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sum_dim(shape, dtype, keepdim):
+    x = make(shape, dtype)
+    for dim in dims_for(shape):
+        if dim is None:
+            continue
+        check(lambda t: t.sum(dim, keepdim=keepdim), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.int32])
+def test_sum_dtype_arg(dtype):
+    x = make((3, 5), torch.int32)
+    check(lambda t: t.sum(dtype=dtype), x)
+    check(lambda t: t.sum(1, dtype=dtype), x)
+
+
+def test_sum_long_rows_half():
+    # half-precision sums accumulate in f32 like the CPU's
+    x = make((4, 4096), torch.bfloat16)
+    check(lambda t: t.sum(1), x)
+    check(lambda t: t.mean(1), x)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_mean(shape, dtype):
+    x = make(shape, dtype)
+    check(torch.mean, x)
+    for dim in dims_for(shape):
+        if dim is not None:
+            check(lambda t: t.mean(dim, keepdim=True), x)
+            check(lambda t: t.mean(dim), x)
+
+
+def test_mean_int_dtype_arg():
+    check(lambda t: t.mean(dtype=torch.float32), make((3, 4), torch.int64))
+    check(lambda t: t.mean(0, dtype=torch.float64), make((3, 4), torch.int32))
+
+
+def test_mean_int_error():
+    raises_like(torch.mean, make((3,), torch.int64))
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (3, 4), (2, 0, 3)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int32, torch.bool])
+def test_prod(shape, dtype):
+    x = make(shape, dtype, low=-2, high=3)
+    check(torch.prod, x)
+    if shape:
+        check(lambda t: t.prod(-1, keepdim=True), x)
+        check(lambda t: t.prod(0), x)
+
+
+# ---- amax / amin / max / min / argmax / argmin
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (3, 4), (2, 3, 4), (0, 3)])
+@pytest.mark.parametrize("dtype", FLOATS + INTS + [torch.bool])
+@pytest.mark.parametrize("op", [torch.amax, torch.amin])
+def test_amax_amin(shape, dtype, op):
+    x = make(shape, dtype)
+    if 0 not in shape:
+        check(op, x)
+    for dim in dims_for(shape):
+        if dim is None or (0 in shape and dim in (0, (0, -1))):
+            continue
+        check(lambda t: op(t, dim), x)
+        check(lambda t: op(t, dim, keepdim=True), x)
+
+
+def test_amax_empty_dim_error():
+    raises_like(lambda t: t.amax(0), torch.randn(0, 3))
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (3, 4), (2, 3, 4)])
+@pytest.mark.parametrize("dtype", FLOATS + INTS + [torch.bool])
+@pytest.mark.parametrize("op", [torch.max, torch.min])
+def test_max_min(shape, dtype, op):
+    x = make(shape, dtype)
+    check(op, x)
+    for dim in [0, -1]:
+        check(lambda t: op(t, dim), x)
+        check(lambda t: op(t, dim, keepdim=True), x)
+
+
+@pytest.mark.parametrize("op", [torch.max, torch.min, torch.argmax, torch.argmin])
+def test_ties_and_nan_pick_first(op):
+    x = torch.tensor([[1.0, 3.0, 3.0, 0.0, 0.0], [2.0, float("nan"), 5.0, float("nan"), 2.0],
+                      [-math.inf, -math.inf, -math.inf, -math.inf, -math.inf]])
+    check(lambda t: op(t, 1), x)
+    check(lambda t: op(t, 0), x.t().contiguous())
+    check(lambda t: op(t), x)
+
+
+@pytest.mark.parametrize("op", [torch.amax, torch.amin])
+def test_amax_nan_propagates(op):
+    x = torch.tensor([[1.0, float("nan"), 2.0], [float("nan"), 0.0, -1.0], [4.0, 5.0, 6.0]])
+    check(lambda t: op(t, 1), x)
+    check(op, x)
+
+
+def test_max_empty_errors():
+    raises_like(torch.max, torch.randn(0, 3))
+    raises_like(lambda t: t.max(0), torch.randn(0, 3))
+    raises_like(torch.argmax, torch.randn(0, 3))
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (3, 4), (2, 3, 4)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int32])
+@pytest.mark.parametrize("op", [torch.argmax, torch.argmin])
+def test_argmax_argmin(shape, dtype, op):
+    x = make(shape, dtype)
+    check(op, x)
+    check(lambda t: op(t, None, True), x)
+    for dim in [0, -1]:
+        check(lambda t: op(t, dim), x)
+        check(lambda t: op(t, dim, keepdim=True), x)
+
+
+def test_argmax_empty_other_dim():
+    check(lambda t: t.argmax(1), torch.randn(0, 3))
+
+
+# ---- any / all
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (5,), (3, 4), (2, 3, 4)])
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.float32, torch.int64])
+@pytest.mark.parametrize("op", [torch.any, torch.all])
+def test_any_all(shape, dtype, op):
+    x = make(shape, dtype, low=0, high=2) if dtype != torch.float32 else make(shape, torch.int64, low=0, high=2).float()
+    check(op, x)
+    if shape:
+        check(lambda t: op(t, -1), x)
+        check(lambda t: op(t, 0, keepdim=True), x)
+        check(lambda t: op(t, dim=tuple(range(len(shape)))), x)
+
+
+# ---- var / std
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (5,), (3, 4), (2, 3, 4)])
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("correction", [0, 1, 2])
+def test_var_std(shape, dtype, correction):
+    x = make(shape, dtype)
+    for dim in dims_for(shape):
+        for keepdim in (False, True):
+            check(lambda t: torch.var(t, dim, correction=correction, keepdim=keepdim), x)
+            check(lambda t: torch.std(t, dim, correction=correction, keepdim=keepdim), x)
+    check(lambda t: torch.var_mean(t, correction=correction), x)
+    check(lambda t: torch.std_mean(t, correction=correction), x)
+
+
+def test_var_fractional_correction():
+    check(lambda t: torch.var(t, 0, correction=1.5), make((6, 3), torch.float32))
+
+
+def test_var_int_error():
+    raises_like(torch.var, make((3,), torch.int64))
+
+
+# ---- logsumexp
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 3, 4), (2, 0)])
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_logsumexp(shape, dtype):
+    x = make(shape, dtype)
+    check(lambda t: torch.logsumexp(t, -1), x)
+    check(lambda t: torch.logsumexp(t, 0, keepdim=True), x)
+
+
+def test_logsumexp_infinities():
+    x = torch.tensor([[-math.inf, -math.inf], [math.inf, 1.0], [1000.0, 1000.0], [-math.inf, 0.0]])
+    check(lambda t: torch.logsumexp(t, 1), x)
+
+
+# ---- cumsum / cumprod
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (3, 5), (2, 3, 17), (0, 3)])
+@pytest.mark.parametrize("dtype", FLOATS + INTS + [torch.bool])
+def test_cumsum(shape, dtype):
+    x = make(shape, dtype)
+    dims = [0, -1] if shape else [0]
+    for dim in dims:
+        check(lambda t: torch.cumsum(t, dim), x)
+
+
+@pytest.mark.parametrize("shape", [(), (7,), (3, 5), (2, 3, 9)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.int32])
+def test_cumprod(shape, dtype):
+    x = make(shape, dtype, low=-2, high=3)
+    for dim in ([0, -1] if shape else [0]):
+        check(lambda t: torch.cumprod(t, dim), x)
+
+
+def test_cumsum_dtype_arg():
+    x = make((4, 6), torch.int32)
+    check(lambda t: torch.cumsum(t, 1, dtype=torch.float32), x)
+    check(lambda t: torch.cumsum(t, 0, dtype=torch.int32), x)
+
+
+# ---- norms
+
+
+@pytest.mark.parametrize("ord", [2, 1, 0, 3, 0.5, math.inf, -math.inf])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_vector_norm(ord, dtype):
+    x = make((3, 5), dtype)
+    check(lambda t: torch.linalg.vector_norm(t, ord), x)
+    check(lambda t: torch.linalg.vector_norm(t, ord, dim=1, keepdim=True), x)
+    check(lambda t: torch.linalg.vector_norm(t, ord, dim=(0, -1)), x)
+
+
+def test_vector_norm_errors():
+    raises_like(torch.linalg.vector_norm, make((3,), torch.int64))
+    raises_like(lambda t: torch.linalg.vector_norm(t, math.inf), torch.randn(0, 3))
+
+
+def test_clip_grad_norm_foreach_norm():
+    ps = [make((3, 4), torch.float32, seed=1), make((5,), torch.float32, seed=2)]
+    gs = [make(p.shape, torch.float32, seed=3 + i) for i, p in enumerate(ps)]
+    res = []
+    for dev in ("cpu", DEV):
+        params = [p.to(dev).requires_grad_() for p in ps]
+        for p, g in zip(params, gs):
+            p.grad = g.to(dev)
+        total = torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
+        res.append((total.cpu(), [p.grad.cpu() for p in params]))
+    torch.testing.assert_close(res[1], res[0])
+    check(lambda a, b: torch._foreach_norm([a, b], 3), ps[0], ps[1])
+
+
+# ---- gradients
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gradients(dtype):
+    x = make((3, 4), dtype)
+    check(lambda t: t.sum(), x, grad=True)
+    check(lambda t: t.sum(1, keepdim=True), x, grad=True)
+    check(lambda t: t.mean(0), x, grad=True)
+    check(lambda t: t.amax(1), x, grad=True)
+    check(lambda t: t.max(-1), x, grad=True)
+    check(lambda t: t.min(0).values, x, grad=True)
+    check(lambda t: t.max(), x, grad=True)
+    check(lambda t: torch.logsumexp(t, 1), x, grad=True)
+    check(lambda t: t.var(1), x, grad=True)
+    check(lambda t: t.std(), x, grad=True)
+    check(lambda t: t.cumsum(1), x, grad=True)
+    check(lambda t: t.prod(1), x, grad=True)
+    check(lambda t: torch.linalg.vector_norm(t, dim=1), x, grad=True)
