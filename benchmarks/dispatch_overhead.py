@@ -18,8 +18,8 @@ def chain(x, y, n):
 
 
 def time_chain(device, n, repeats, size):
-    x = torch.ones(size, device=device)
-    y = torch.full((size,), 0.5, device=device)
+    x = torch.ones(size).to(device)
+    y = torch.full((size,), 0.5).to(device)
     sync = torch.tpu.synchronize if device == "tpu" else (lambda: None)
     chain(x, y, 10)  # warm-up: compiles the one executable the chain needs
     sync()

@@ -85,13 +85,15 @@ Route compute_route(const c10::OperatorHandle& op) {
   return r;
 }
 
+// Keyed by the schema's address, which the dispatcher keeps for the life of
+// the operator: no string is built on the hot path.
 const Route& route_of(const c10::OperatorHandle& op) {
   static std::mutex mu;
-  static std::unordered_map<std::string, Route> routes;
+  static std::unordered_map<const void*, Route> routes;
   std::lock_guard<std::mutex> lock(mu);
-  std::string name = full_name(op.schema().operator_name());
-  auto it = routes.find(name);
-  if (it == routes.end()) it = routes.emplace(name, compute_route(op)).first;
+  const void* key = &op.schema();
+  auto it = routes.find(key);
+  if (it == routes.end()) it = routes.emplace(key, compute_route(op)).first;
   return it->second;
 }
 

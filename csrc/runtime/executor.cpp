@@ -1,6 +1,8 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <mutex>
+#include <unordered_map>
 
 #include "common/env.h"
 #include "common/error.h"
@@ -229,6 +231,26 @@ std::shared_ptr<CompiledProgram> build(OpCall& call, const std::vector<Slot>& sl
   return program;
 }
 
+// Numbers repeat (alpha=1, a learning rate, 0.5): their device buffers are
+// immutable, so one upload per distinct (type, value) serves every launch.
+// They are the runtime's constants, not tensors: memory stats leave them out.
+std::shared_ptr<pjrt::Buffer> number_buffer(const lowering::Number& n, ElementType t, int device) {
+  uint8_t bytes[16] = {0};
+  encode_number(n, t, bytes);
+  std::string key(reinterpret_cast<const char*>(bytes), hlo::byte_size(t));
+  key += static_cast<char>(t);
+  key += static_cast<char>(device);
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= 4096) cache.clear();  // bounded: values like step counts never repeat
+  std::shared_ptr<pjrt::Buffer> buf = Runtime::get().client().from_host(bytes, hlo::scalar_type(t), device);
+  cache.emplace(key, buf);
+  return buf;
+}
+
 }  // namespace
 
 std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call) {
@@ -278,6 +300,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call) {
   std::string poison;
   std::vector<std::shared_ptr<DeviceBuffer>> keep;
   std::vector<std::unique_ptr<pjrt::Buffer>> uploads;
+  std::vector<std::shared_ptr<pjrt::Buffer>> numbers;
   std::vector<const pjrt::Buffer*> args;
   for (const ParamSource& p : program->params) {
     if (p.kind == ParamSource::Kind::Slot) {
@@ -290,10 +313,8 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call) {
         args.push_back(&base->buffer());
       }
     } else if (p.kind == ParamSource::Kind::Number) {
-      uint8_t bytes[16];
-      encode_number(call.args[p.index].number, p.type, bytes);
-      uploads.push_back(rt.client().from_host(bytes, hlo::scalar_type(p.type)));
-      args.push_back(uploads.back().get());
+      numbers.push_back(number_buffer(call.args[p.index].number, p.type, call.device));
+      args.push_back(numbers.back().get());
     } else {
       const Arg& a = call.args[p.index];
       uint64_t state[2] = {a.rng_seed, a.rng_offset};
