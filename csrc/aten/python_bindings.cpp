@@ -91,6 +91,8 @@ PYBIND11_MODULE(_C, m) {
     d["hits"] = s.hits;
     d["misses"] = s.misses;
     d["compiled"] = s.compiled;
+    d["launches"] = s.launches;
+    d["donated_buffers"] = s.donated_buffers;
     return d;
   });
   m.def("_fail_next_launch", [](std::string msg) { rt().fail_next_launch(std::move(msg)); },

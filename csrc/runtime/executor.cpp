@@ -332,6 +332,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call) {
     for (const auto& t : out_types) produced.push_back(DeviceBuffer::error(t, poison, call.device));
   } else {
     auto buffers = program->exe->execute(args, program->donated);
+    rt.note_execution(static_cast<int>(std::count(program->donated.begin(), program->donated.end(), true)));
     for (auto& buf : buffers)
       produced.push_back(DeviceBuffer::materialized(std::move(buf), call.lowering->name, call.device));
   }

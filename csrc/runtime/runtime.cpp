@@ -90,6 +90,12 @@ void Runtime::synchronize(int device) {
   }
 }
 
+void Runtime::note_execution(int donated_buffers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.launches;
+  stats_.donated_buffers += donated_buffers;
+}
+
 Runtime::CacheStats Runtime::cache_stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;

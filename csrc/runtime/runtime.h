@@ -42,9 +42,10 @@ class Runtime {
   void synchronize(int device);
 
   struct CacheStats {
-    int64_t hits = 0, misses = 0, compiled = 0;
+    int64_t hits = 0, misses = 0, compiled = 0, launches = 0, donated_buffers = 0;
   };
   CacheStats cache_stats() const;
+  void note_execution(int donated_buffers);
 
   // Test hook: the next launched op fails as if the device had reported an
   // error asynchronously; its outputs carry `message`.
