@@ -1,6 +1,7 @@
 // Copies between `tpu` and the host, and within `tpu`. copy_ is registered
 // for PrivateUse1, which outranks CPU in dispatch, so every copy that touches
 // a `tpu` tensor lands here, whichever side it is on.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ops/_local_scalar_dense_native.h>
 
 #include "aten/tensor_bridge.h"
@@ -45,6 +46,7 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src) {
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool /*non_blocking*/) {
   if (self.numel() == 0) return self;
   if (on_tpu(self) && on_tpu(src)) {
+    at::assert_no_partial_overlap(self, src);
     TORCH_CHECK(self.device() == src.device(), "copy_: tpu to tpu copies across devices (",
                 src.device(), " -> ", self.device(), ") are not supported");
     translate_errors([&] { runtime::copy_into(input_of(self), input_of(src)); });

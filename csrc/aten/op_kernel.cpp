@@ -318,6 +318,17 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
       call.destinations.push_back(runtime::Destination{input_of(t), true});
     }
   }
+  // Like TensorIterator on the CPU: a destination may coincide with an input
+  // but not partly overlap one.
+  for (int w : route.written) {
+    if (!values[w].isTensor()) continue;
+    const at::Tensor& dst = values[w].toTensor();
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (static_cast<int>(i) == w) continue;
+      if (values[i].isTensor() && values[i].toTensor().defined())
+        at::assert_no_partial_overlap(dst, values[i].toTensor());
+    }
+  }
   auto outputs = translate_errors([&] { return runtime::run_op(call); });
   torch::jit::drop(*stack, n);
 

@@ -160,6 +160,9 @@ std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t rank) {
 }
 
 Value cast(hlo::Builder& b, Value v, ElementType t) {
+  if (v.dtype() == t) return v;
+  // PyTorch discards the imaginary part (with a warning on the host side).
+  if (hlo::is_complex(v.dtype()) && !hlo::is_complex(t)) v = b.real(v);
   return v.dtype() == t ? v : b.convert(v, t);
 }
 

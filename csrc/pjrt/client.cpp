@@ -30,11 +30,42 @@ PJRT_Buffer_Type to_pjrt(hlo::ElementType t) {
   fail(ErrorKind::Type, "unknown element type");
 }
 
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+
+void put_message(std::string& out, int field, const std::string& body) {
+  put_varint(out, (static_cast<uint64_t>(field) << 3) | 2);
+  put_varint(out, body.size());
+  out += body;
+}
+
+void put_int(std::string& out, int field, uint64_t v) {
+  put_varint(out, static_cast<uint64_t>(field) << 3);
+  put_varint(out, v);
+}
+
 // CompileOptionsProto { executable_build_options (3) { num_replicas (4) = 1,
-// num_partitions (5) = 1 } }, encoded by hand so that we need no protobuf.
-const std::string& compile_options() {
-  static const std::string bytes("\x1a\x04\x20\x01\x28\x01", 6);
-  return bytes;
+// num_partitions (5) = 1, device_assignment (9) { replica_count (1) = 1,
+// computation_count (2) = 1, computation_devices (3) { replica_device_ids
+// (1) = [device id] } } } }, encoded by hand so that we need no protobuf.
+// Empty options make the CPU plugin abort; without the assignment every
+// program would be placed on the first device.
+std::string compile_options(int64_t device_id) {
+  std::string computation_device, assignment, build, options;
+  put_int(computation_device, 1, static_cast<uint64_t>(device_id));
+  put_int(assignment, 1, 1);
+  put_int(assignment, 2, 1);
+  put_message(assignment, 3, computation_device);
+  put_int(build, 4, 1);
+  put_int(build, 5, 1);
+  put_message(build, 9, assignment);
+  put_message(options, 3, build);
+  return options;
 }
 
 void destroy_event(const Api* api, PJRT_Event* event) {
@@ -116,8 +147,8 @@ bool Buffer::is_deleted() const {
 // ---------------------------------------------------------------- Executable
 
 Executable::Executable(const Api* api, PJRT_LoadedExecutable* exe,
-                       std::vector<hlo::TensorType> outputs)
-    : api_(api), exe_(exe), outputs_(std::move(outputs)) {}
+                       std::vector<hlo::TensorType> outputs, std::vector<PJRT_Device*> devices)
+    : api_(api), exe_(exe), outputs_(std::move(outputs)), devices_(std::move(devices)) {}
 
 Executable::~Executable() {
   PJRT_LoadedExecutable_Destroy_Args args{};
@@ -127,7 +158,10 @@ Executable::~Executable() {
 }
 
 std::vector<std::unique_ptr<Buffer>> Executable::execute(const std::vector<const Buffer*>& args,
-                                                         const std::vector<bool>& donated) const {
+                                                         const std::vector<bool>& donated,
+                                                         int device_index) const {
+  TPU_CHECK(device_index >= 0 && device_index < static_cast<int>(devices_.size()),
+            ErrorKind::Runtime, "invalid device index ", device_index);
   std::vector<PJRT_Buffer*> raw_args(args.size());
   std::vector<int64_t> keep;  // PJRT donates every aliased input not listed here
   for (size_t i = 0; i < args.size(); ++i) {
@@ -151,6 +185,7 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(const std::vector<const
   ex.num_devices = 1;
   ex.num_args = raw_args.size();
   ex.output_lists = &out_list;
+  ex.execute_device = devices_[device_index];
   check(api_, api_->PJRT_LoadedExecutable_Execute(&ex), "LoadedExecutable_Execute");
 
   std::vector<std::unique_ptr<Buffer>> result;
@@ -256,8 +291,9 @@ DeviceInfo Client::device_info(int index) const {
 std::unique_ptr<Executable> Client::compile(const std::string& mlir,
                                             std::vector<hlo::TensorType> output_types,
                                             int device_index) const {
-  TPU_CHECK(device_index == 0, ErrorKind::NotImplemented,
-            "torch_tpu compiles for device 0 of each process only");
+  TPU_CHECK(device_index >= 0 && device_index < device_count(), ErrorKind::Runtime,
+            "invalid device index ", device_index);
+  const std::string options = compile_options(device_info(device_index).id);
   static const char kFormat[] = "mlir";
   PJRT_Program program{};
   program.struct_size = PJRT_Program_STRUCT_SIZE;
@@ -270,10 +306,11 @@ std::unique_ptr<Executable> Client::compile(const std::string& mlir,
   args.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE;
   args.client = client_;
   args.program = &program;
-  args.compile_options = compile_options().data();
-  args.compile_options_size = compile_options().size();
+  args.compile_options = options.data();
+  args.compile_options_size = options.size();
   check(plugin_->api(), plugin_->api()->PJRT_Client_Compile(&args), "Client_Compile");
-  return std::make_unique<Executable>(plugin_->api(), args.executable, std::move(output_types));
+  return std::make_unique<Executable>(plugin_->api(), args.executable, std::move(output_types),
+                                      devices_);
 }
 
 std::unique_ptr<Executable> Client::deserialize(const std::string& bytes,
@@ -286,7 +323,7 @@ std::unique_ptr<Executable> Client::deserialize(const std::string& bytes,
   check(plugin_->api(), plugin_->api()->PJRT_Executable_DeserializeAndLoad(&args),
         "Executable_DeserializeAndLoad");
   return std::make_unique<Executable>(plugin_->api(), args.loaded_executable,
-                                      std::move(output_types));
+                                      std::move(output_types), devices_);
 }
 
 std::unique_ptr<Buffer> Client::from_host(const void* data, const hlo::TensorType& type,

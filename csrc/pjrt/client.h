@@ -54,16 +54,19 @@ class Buffer {
 
 class Executable {
  public:
-  Executable(const Api* api, PJRT_LoadedExecutable* exe, std::vector<hlo::TensorType> outputs);
+  Executable(const Api* api, PJRT_LoadedExecutable* exe, std::vector<hlo::TensorType> outputs,
+             std::vector<PJRT_Device*> devices);
   ~Executable();
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
 
-  // Launches on the executable's device. Returns as soon as the launch is
-  // enqueued; outputs become ready asynchronously. Arguments listed in
-  // `donated` are consumed (their PJRT buffers are deleted by the plugin).
+  // Launches on addressable device `device_index`, the one it was compiled
+  // for (the arguments must live there). Returns as soon as the launch is enqueued; outputs become ready
+  // asynchronously. Arguments listed in `donated` are consumed (their PJRT
+  // buffers are deleted by the plugin).
   std::vector<std::unique_ptr<Buffer>> execute(const std::vector<const Buffer*>& args,
-                                               const std::vector<bool>& donated = {}) const;
+                                               const std::vector<bool>& donated = {},
+                                               int device_index = 0) const;
   // PJRT executable serialization (for the disk cache).
   std::string serialize() const;
   const std::vector<hlo::TensorType>& output_types() const { return outputs_; }
@@ -72,6 +75,7 @@ class Executable {
   const Api* api_;
   PJRT_LoadedExecutable* exe_;
   std::vector<hlo::TensorType> outputs_;
+  std::vector<PJRT_Device*> devices_;  // the client's addressable devices
 };
 
 struct DeviceInfo {
@@ -93,8 +97,9 @@ class Client {
   int device_count() const { return static_cast<int>(devices_.size()); }
   DeviceInfo device_info(int index) const;
 
-  // Compiles MLIR text (StableHLO). `output_types` are recorded on the
-  // executable so results carry their shapes without asking the plugin.
+  // Compiles MLIR text (StableHLO) for addressable device `device_index`.
+  // `output_types` are recorded on the executable so results carry their
+  // shapes without asking the plugin.
   std::unique_ptr<Executable> compile(const std::string& mlir,
                                       std::vector<hlo::TensorType> output_types,
                                       int device_index = 0) const;

@@ -11,22 +11,22 @@ namespace {
 
 // The pending op of a fresh storage: zero bytes. Cached per type like any
 // other program.
-std::unique_ptr<pjrt::Buffer> run_zeros(const hlo::TensorType& type) {
+std::unique_ptr<pjrt::Buffer> run_zeros(const hlo::TensorType& type, int device) {
   Runtime& rt = Runtime::get();
   static std::mutex mu;
   static std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> programs;
   std::shared_ptr<pjrt::Executable> exe;
   {
     std::lock_guard<std::mutex> lock(mu);
-    auto& slot = programs[type.str()];
+    auto& slot = programs[type.str() + "@" + std::to_string(device)];
     if (!slot) {
       hlo::Builder b;
       hlo::Value z = b.zeros(type.dtype, type.shape);
-      slot = rt.compile(b.module({z}), {type});
+      slot = rt.compile(b.module({z}), {type}, device);
     }
     exe = slot;
   }
-  auto out = exe->execute({});
+  auto out = exe->execute({}, {}, device);
   return std::move(out[0]);
 }
 
@@ -69,7 +69,7 @@ void DeviceBuffer::raise_error() const { fail(ErrorKind::Runtime, error_); }
 
 const pjrt::Buffer& DeviceBuffer::buffer() {
   if (state_ == State::Error) raise_error();
-  if (state_ == State::Deferred) set_buffer(run_zeros(type_));
+  if (state_ == State::Deferred) set_buffer(run_zeros(type_, device_));
   return *buffer_;
 }
 

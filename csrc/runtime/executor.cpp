@@ -227,7 +227,7 @@ std::shared_ptr<CompiledProgram> build(OpCall& call, const std::vector<Slot>& sl
   }
   std::vector<TensorType> result_types;
   for (const Value& r : results) result_types.push_back(r.type);
-  program->exe = Runtime::get().compile(b.module(results), result_types);
+  program->exe = Runtime::get().compile(b.module(results), result_types, call.device);
   return program;
 }
 
@@ -261,6 +261,8 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call) {
   key += call.lowering->name;
   key += '|';
   key += hlo::mlir_name(call.default_float);
+  key += '@';
+  key += std::to_string(call.device);  // executables are compiled per device
   std::vector<Slot> slots;
   for (size_t i = 0; i < call.args.size(); ++i) {
     append_arg(key, call.args[i], static_numbers);
@@ -318,7 +320,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call) {
     } else {
       const Arg& a = call.args[p.index];
       uint64_t state[2] = {a.rng_seed, a.rng_offset};
-      uploads.push_back(rt.client().from_host(state, {ElementType::U64, {2}}));
+      uploads.push_back(rt.client().from_host(state, {ElementType::U64, {2}}, call.device));
       args.push_back(uploads.back().get());
     }
   }
@@ -331,7 +333,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call) {
   if (!poison.empty()) {
     for (const auto& t : out_types) produced.push_back(DeviceBuffer::error(t, poison, call.device));
   } else {
-    auto buffers = program->exe->execute(args, program->donated);
+    auto buffers = program->exe->execute(args, program->donated, call.device);
     rt.note_execution(static_cast<int>(std::count(program->donated.begin(), program->donated.end(), true)));
     for (auto& buf : buffers)
       produced.push_back(DeviceBuffer::materialized(std::move(buf), call.lowering->name, call.device));

@@ -60,9 +60,10 @@ void Runtime::insert(const std::string& key, std::shared_ptr<CompiledProgram> pr
 }
 
 std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir,
-                                                   std::vector<hlo::TensorType> outputs) const {
+                                                   std::vector<hlo::TensorType> outputs,
+                                                   int device) const {
   if (env().dump_hlo) std::cerr << mlir << std::endl;
-  auto exe = client_->compile(mlir, std::move(outputs));
+  auto exe = client_->compile(mlir, std::move(outputs), device);
   std::lock_guard<std::mutex> lock(mu_);
   const_cast<Runtime*>(this)->stats_.compiled++;
   return exe;

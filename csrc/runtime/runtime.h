@@ -34,7 +34,8 @@ class Runtime {
   std::shared_ptr<CompiledProgram> lookup(const std::string& key);
   void insert(const std::string& key, std::shared_ptr<CompiledProgram> program);
   std::unique_ptr<pjrt::Executable> compile(const std::string& mlir,
-                                            std::vector<hlo::TensorType> outputs) const;
+                                            std::vector<hlo::TensorType> outputs,
+                                            int device) const;
 
   // Remembers the newest result buffer of each launch so synchronize() can
   // wait for everything issued so far (PJRT runs one device's work in order).

@@ -68,8 +68,8 @@ Value to_bytes_if_bool(Builder& b, Value v) {
   return v.dtype() == ElementType::Bool ? b.convert(v, ElementType::U8) : v;
 }
 
-Value flat_as(Builder& b, Value base, ElementType dtype) {
-  Value flat = b.reshape(base, {base.type.numel()});
+// A flat real array reinterpreted bit for bit as another real dtype.
+Value reinterpret_flat(Builder& b, Value flat, ElementType dtype) {
   if (flat.dtype() == dtype) return flat;
   bool to_bool = dtype == ElementType::Bool;
   flat = to_bytes_if_bool(b, flat);
@@ -80,8 +80,7 @@ Value flat_as(Builder& b, Value base, ElementType dtype) {
   if (from == to) {
     out = flat.dtype() == target ? flat : b.bitcast_convert(flat, {target, {n}});
   } else if (from > to) {
-    Value wide = b.bitcast_convert(flat, {target, {n, from / to}});
-    out = b.reshape(wide, {n * (from / to)});
+    out = b.reshape(b.bitcast_convert(flat, {target, {n, from / to}}), {n * (from / to)});
   } else {
     int64_t k = to / from;
     TPU_CHECK(n % k == 0, ErrorKind::Runtime, "cannot view a storage of ", n * from,
@@ -91,25 +90,41 @@ Value flat_as(Builder& b, Value base, ElementType dtype) {
   return to_bool ? b.compare(out, b.zeros(ElementType::U8, out.shape()), hlo::Compare::NE) : out;
 }
 
+// StableHLO cannot bitcast complex values; they are pairs of floats
+// (real, imaginary) in memory, so they are split into and joined from those.
+ElementType component(ElementType c) {
+  return c == ElementType::C128 ? ElementType::F64 : ElementType::F32;
+}
+
+Value split_complex(Builder& b, Value c) {
+  int64_t n = c.type.numel();
+  Value re = b.reshape(b.real(c), {n, 1}), im = b.reshape(b.imag(c), {n, 1});
+  return b.reshape(b.concatenate({re, im}, 1), {2 * n});
+}
+
+Value join_complex(Builder& b, Value f) {
+  int64_t n = f.type.numel() / 2;
+  Value pairs = b.reshape(f, {n, 2});
+  Value re = b.reshape(b.slice(pairs, {0, 0}, {n, 1}, {1, 1}), {n});
+  Value im = b.reshape(b.slice(pairs, {0, 1}, {n, 2}, {1, 1}), {n});
+  return b.complex(re, im);
+}
+
+// Any flat array reinterpreted as a flat array of `dtype`.
+Value reinterpret_any(Builder& b, Value flat, ElementType dtype) {
+  if (flat.dtype() == dtype) return flat;
+  if (hlo::is_complex(flat.dtype())) flat = split_complex(b, flat);
+  if (hlo::is_complex(dtype)) return join_complex(b, reinterpret_flat(b, flat, component(dtype)));
+  return reinterpret_flat(b, flat, dtype);
+}
+
+Value flat_as(Builder& b, Value base, ElementType dtype) {
+  return reinterpret_any(b, b.reshape(base, {base.type.numel()}), dtype);
+}
+
 // Inverse of flat_as: a flat array of `flat`'s dtype back into base's type.
 Value unflat(Builder& b, Value flat, const hlo::TensorType& base) {
-  if (flat.dtype() == base.dtype) return b.reshape(flat, base.shape);
-  Value bytes_like = to_bytes_if_bool(b, flat);
-  bool to_bool = base.dtype == ElementType::Bool;
-  ElementType target = to_bool ? ElementType::U8 : base.dtype;
-  int64_t from = hlo::byte_size(bytes_like.dtype()), to = hlo::byte_size(target);
-  int64_t n = bytes_like.type.numel();
-  Value out;
-  if (from == to) {
-    out = bytes_like.dtype() == target ? bytes_like : b.bitcast_convert(bytes_like, {target, {n}});
-  } else if (from > to) {
-    out = b.reshape(b.bitcast_convert(bytes_like, {target, {n, from / to}}), {n * (from / to)});
-  } else {
-    int64_t k = to / from;
-    out = b.bitcast_convert(b.reshape(bytes_like, {n / k, k}), {target, {n / k}});
-  }
-  if (to_bool) out = b.compare(out, b.zeros(ElementType::U8, out.shape()), hlo::Compare::NE);
-  return b.reshape(out, base.shape);
+  return b.reshape(reinterpret_any(b, flat, base.dtype), base.shape);
 }
 
 // ---- the box decomposition

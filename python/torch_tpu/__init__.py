@@ -9,7 +9,16 @@ import os
 import site
 import sys
 
-import torch
+
+def _autoload():
+    """Entry point of the `torch.backends` group: importing did the work.
+
+    Defined before `import torch`: when this package is imported first, torch's
+    own import runs the entry points and looks this function up on the
+    half-imported module."""
+
+
+import torch  # noqa: E402
 
 from . import _C
 
@@ -52,10 +61,6 @@ def lowered_ops():
 def env_table():
     """Every TORCH_TPU_* environment variable: (name, meaning, value now)."""
     return [tuple(row) for row in _C._env_table()]
-
-
-def _autoload():
-    """Entry point of the `torch.backends` group: importing did the work."""
 
 
 __all__ = ["platform", "lowered_ops", "env_table"]

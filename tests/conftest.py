@@ -1,0 +1,50 @@
+"""Shared fixtures for the torch_tpu test suite."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch_tpu
+
+
+@pytest.fixture
+def tpu():
+    """The default tpu device."""
+    return torch.device("tpu:0")
+
+
+@pytest.fixture
+def require_ops():
+    """require_ops("aten::fill.Scalar", ...) skips the test while a lowering
+    it depends on (being written by someone else) is not registered yet."""
+
+    def check(*names):
+        have = set(torch_tpu.lowered_ops())
+        missing = [n for n in names if n not in have]
+        if missing:
+            pytest.skip(f"lowering not registered yet: {', '.join(missing)}")
+
+    return check
+
+
+@pytest.fixture
+def run_python():
+    """run_python(code, **env) runs `code` in a fresh interpreter (so that
+    environment variables read once at start-up take effect) and returns the
+    CompletedProcess; env values of None remove the variable."""
+
+    def run(code, timeout=180, **env_overrides):
+        env = dict(os.environ)
+        for k, v in env_overrides.items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
+        return subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            capture_output=True, text=True, timeout=timeout, env=env, cwd="/tmp",
+        )
+
+    return run
