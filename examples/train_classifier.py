@@ -12,7 +12,7 @@ import torch_tpu
 
 def make_data(n=512, features=32, classes=8, seed=0):
     g = torch.Generator().manual_seed(seed)
-    centers = torch.randn(classes, features, generator=g) * 2
+    centers = torch.randn(classes, features, generator=g) * 0.3
     y = torch.randint(0, classes, (n,), generator=g)
     x = centers[y] + torch.randn(n, features, generator=g)
     return x, y
