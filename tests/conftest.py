@@ -2,7 +2,13 @@
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
+
+# Tests start from an empty persistent executable cache of their own (read
+# once, when the runtime starts), so that no entry from another run or
+# version can hide a compilation.
+os.environ.setdefault("TORCH_TPU_CACHE_DIR", tempfile.mkdtemp(prefix="torch_tpu_test_cache_"))
 
 import pytest
 import torch

@@ -1,13 +1,21 @@
 // torch_tpu._C: what the Python package needs from C++. Errors raised in the
 // C++ layers reach Python as the matching exception class via
 // translate_errors (c10 exceptions are translated by torch's pybind setup).
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/utils/pybind.h>
+
+#include <set>
 
 #include "aten/generator.h"
 #include "aten/op_kernel.h"
+#include "aten/origin.h"
 #include "aten/tensor_bridge.h"
 #include "common/env.h"
+#include "common/tolerance.h"
 #include "lowering/registry.h"
+#include "runtime/disk_cache.h"
+#include "runtime/eager_mode.h"
+#include "runtime/executor.h"
 #include "runtime/memory_stats.h"
 #include "runtime/runtime.h"
 
@@ -20,10 +28,12 @@ runtime::Runtime& rt() {
   return aten::translate_errors([]() -> runtime::Runtime& { return runtime::Runtime::get(); });
 }
 
-void init(std::vector<std::string> package_roots) {
+void init(std::vector<std::string> package_roots, std::vector<std::string> internal_dirs) {
   static bool done = false;
   if (done) return;
   runtime::Runtime::set_package_roots(std::move(package_roots));
+  aten::set_internal_dirs(std::move(internal_dirs));
+  runtime::set_origin_provider(&aten::python_origin);
   static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
                             __LINE__);
   aten::register_lowered_ops(lib);
@@ -85,16 +95,35 @@ PYBIND11_MODULE(_C, m) {
     aten::translate_errors([&] { rt().check_device(i); });
     runtime::reset_peak(i);
   });
-  m.def("_cache_stats", []() {
-    auto s = rt().cache_stats();
+  m.def("_counters", []() {
     py::dict d;
-    d["hits"] = s.hits;
-    d["misses"] = s.misses;
-    d["compiled"] = s.compiled;
-    d["launches"] = s.launches;
-    d["donated_buffers"] = s.donated_buffers;
+    for (const auto& [k, v] : rt().counters()) d[py::str(k)] = v;
     return d;
   });
+  m.def("_reset_counters", []() { rt().reset_counters(); });
+  m.def("_flush", [](const std::string& reason) {
+    static std::set<std::string> reasons;  // flush reasons must outlive the call
+    const char* r = reasons.insert(reason).first->c_str();
+    py::gil_scoped_release no_gil;
+    aten::translate_errors([&] { runtime::flush_all(r); });
+  });
+  m.def("_eager_mode", []() { return std::string(runtime::eager_mode_name(runtime::eager_mode())); });
+  m.def("_set_eager_mode", [](const std::string& name) {
+    runtime::EagerMode m;
+    if (name == "strict") m = runtime::EagerMode::Strict;
+    else if (name == "debug") m = runtime::EagerMode::Debug;
+    else if (name == "defer_and_fuse") m = runtime::EagerMode::DeferAndFuse;
+    else throw py::value_error("unknown eager mode '" + name +
+                               "': expected 'strict', 'debug' or 'defer_and_fuse'");
+    py::gil_scoped_release no_gil;
+    aten::translate_errors([&] { runtime::set_eager_mode(m); });
+  });
+  m.def("_tolerance", [](const std::string& dtype, const std::string& op) {
+    py::object d = py::module::import("torch").attr(dtype.c_str());
+    auto t = tolerance(aten::to_hlo(reinterpret_cast<THPDtype*>(d.ptr())->scalar_type), op);
+    return py::make_tuple(t.rtol, t.atol);
+  });
+  m.def("_cache_dir", []() { return runtime::disk_cache().dir(); });
   m.def("_fail_next_launch", [](std::string msg) { rt().fail_next_launch(std::move(msg)); },
         "Test hook: the next launched op fails as if the device reported an error");
   m.def("_lowered_ops", &lowering::registered_names);

@@ -11,6 +11,23 @@ std::string get(const char* name) {
   return v ? v : "";
 }
 
+int64_t number(const char* name, int64_t fallback) {
+  std::string v = get(name);
+  if (v.empty()) return fallback;
+  try {
+    return std::stoll(v);
+  } catch (...) {
+    return fallback;
+  }
+}
+
+std::string default_cache_dir() {
+  std::string xdg = get("XDG_CACHE_HOME");
+  if (!xdg.empty()) return xdg + "/torch_tpu";
+  std::string home = get("HOME");
+  return (home.empty() ? std::string("/tmp") : home + "/.cache") + "/torch_tpu";
+}
+
 bool flag(const char* name) {
   std::string v = get(name);
   return !v.empty() && v != "0" && v != "false" && v != "False";
@@ -21,9 +38,16 @@ bool flag(const char* name) {
 const Env& env() {
   static const Env e = [] {
     Env r;
-    r.pjrt_plugin = get("TORCH_TPU_PJRT_PLUGIN");
+    r.cache_dir = get("TORCH_TPU_CACHE_DIR");
+    if (r.cache_dir.empty()) r.cache_dir = default_cache_dir();
+    r.cache_max_bytes = number("TORCH_TPU_CACHE_MAX_BYTES", int64_t{2} << 30);
     r.cpu_fallback = flag("TORCH_TPU_CPU_FALLBACK");
+    r.debug_compare_cpu = flag("TORCH_TPU_DEBUG_COMPARE_CPU");
+    r.debug_nans = flag("TORCH_TPU_DEBUG_NANS");
+    r.defer_and_fuse = flag("TORCH_TPU_DEFER_AND_FUSE");
     r.dump_hlo = flag("TORCH_TPU_DUMP_HLO");
+    r.fuse_max_ops = number("TORCH_TPU_FUSE_MAX_OPS", 4096);
+    r.pjrt_plugin = get("TORCH_TPU_PJRT_PLUGIN");
     r.launch_blocking = flag("TPU_LAUNCH_BLOCKING");
     return r;
   }();
@@ -32,15 +56,26 @@ const Env& env() {
 
 std::vector<EnvVarDoc> env_table() {
   const Env& e = env();
+  auto b = [](bool v) { return std::string(v ? "1" : "0"); };
   return {
+      {"TORCH_TPU_CACHE_DIR", "folder of the persistent executable cache (default ~/.cache/torch_tpu)",
+       e.cache_dir},
+      {"TORCH_TPU_CACHE_MAX_BYTES", "size bound of the persistent cache; oldest entries are evicted",
+       std::to_string(e.cache_max_bytes)},
       {"TORCH_TPU_CPU_FALLBACK", "1: ops without a lowering run on the CPU (one warning per op)",
-       e.cpu_fallback ? "1" : "0"},
-      {"TORCH_TPU_DUMP_HLO", "1: print every StableHLO module before it is compiled",
-       e.dump_hlo ? "1" : "0"},
+       b(e.cpu_fallback)},
+      {"TORCH_TPU_DEBUG_COMPARE_CPU", "1: debug mode also runs each op on the CPU and reports the first that differs",
+       b(e.debug_compare_cpu)},
+      {"TORCH_TPU_DEBUG_NANS", "1: debug mode raises at the first op that produces NaN or Inf",
+       b(e.debug_nans)},
+      {"TORCH_TPU_DEFER_AND_FUSE", "1: start in the defer_and_fuse eager mode", b(e.defer_and_fuse)},
+      {"TORCH_TPU_DUMP_HLO", "1: print every StableHLO module before it is compiled", b(e.dump_hlo)},
+      {"TORCH_TPU_FUSE_MAX_OPS", "ops a deferred graph may hold before it is flushed",
+       std::to_string(e.fuse_max_ops)},
       {"TORCH_TPU_PJRT_PLUGIN", "path of the PJRT plugin to load instead of discovering one",
        e.pjrt_plugin},
-      {"TPU_LAUNCH_BLOCKING", "1: wait for every op to finish (debug eager mode)",
-       e.launch_blocking ? "1" : "0"},
+      {"TPU_LAUNCH_BLOCKING", "1: start in the debug eager mode (wait for every op)",
+       b(e.launch_blocking)},
   };
 }
 

@@ -2,16 +2,23 @@
 // read once, at first use. Python's torch_tpu.env_table() lists this table.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace torch_tpu {
 
 struct Env {
-  std::string pjrt_plugin;   // TORCH_TPU_PJRT_PLUGIN: path of the PJRT plugin to load
-  bool cpu_fallback = false; // TORCH_TPU_CPU_FALLBACK=1: run unsupported ops on the CPU
-  bool dump_hlo = false;     // TORCH_TPU_DUMP_HLO=1: print each compiled module to stderr
-  bool launch_blocking = false;  // TPU_LAUNCH_BLOCKING=1: wait for each op (debug mode)
+  std::string cache_dir;            // TORCH_TPU_CACHE_DIR: persistent executable cache
+  int64_t cache_max_bytes = 0;      // TORCH_TPU_CACHE_MAX_BYTES: its size bound
+  bool cpu_fallback = false;        // TORCH_TPU_CPU_FALLBACK=1: run unsupported ops on the CPU
+  bool debug_compare_cpu = false;   // TORCH_TPU_DEBUG_COMPARE_CPU=1: debug mode checks each op on the CPU
+  bool debug_nans = false;          // TORCH_TPU_DEBUG_NANS=1: debug mode raises at the first NaN/Inf
+  bool defer_and_fuse = false;      // TORCH_TPU_DEFER_AND_FUSE=1: start in defer_and_fuse mode
+  bool dump_hlo = false;            // TORCH_TPU_DUMP_HLO=1: print each compiled module to stderr
+  int64_t fuse_max_ops = 0;         // TORCH_TPU_FUSE_MAX_OPS: size bound of a deferred graph
+  std::string pjrt_plugin;          // TORCH_TPU_PJRT_PLUGIN: path of the PJRT plugin to load
+  bool launch_blocking = false;     // TPU_LAUNCH_BLOCKING=1: start in debug mode
 };
 
 const Env& env();

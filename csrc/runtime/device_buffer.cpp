@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "hlo/builder.h"
+#include "runtime/executor.h"
 #include "runtime/memory_stats.h"
 #include "runtime/runtime.h"
 
@@ -55,6 +56,28 @@ std::shared_ptr<DeviceBuffer> DeviceBuffer::error(const hlo::TensorType& type,
   return b;
 }
 
+std::shared_ptr<DeviceBuffer> DeviceBuffer::pending(const hlo::TensorType& type, int device,
+                                                   std::shared_ptr<Graph> graph, int node,
+                                                   int result, std::string producer) {
+  std::shared_ptr<DeviceBuffer> b(new DeviceBuffer(type, device));
+  b->graph_ = std::move(graph);
+  b->node_ = node;
+  b->result_ = result;
+  b->producer_ = std::move(producer);
+  return b;
+}
+
+void DeviceBuffer::fulfil(std::unique_ptr<pjrt::Buffer> b) {
+  graph_.reset();
+  set_buffer(std::move(b));
+}
+
+void DeviceBuffer::set_error(std::string message) {
+  graph_.reset();
+  state_ = State::Error;
+  error_ = std::move(message);
+}
+
 DeviceBuffer::~DeviceBuffer() {
   if (buffer_) record_free(device_, type_.nbytes());
 }
@@ -68,6 +91,10 @@ void DeviceBuffer::set_buffer(std::unique_ptr<pjrt::Buffer> b) {
 void DeviceBuffer::raise_error() const { fail(ErrorKind::Runtime, error_); }
 
 const pjrt::Buffer& DeviceBuffer::buffer() {
+  if (state_ == State::Deferred && graph_) {
+    std::shared_ptr<Graph> g = graph_;  // flushing resets graph_
+    flush_graph(g, "value needed");
+  }
   if (state_ == State::Error) raise_error();
   if (state_ == State::Deferred) set_buffer(run_zeros(type_, device_));
   return *buffer_;

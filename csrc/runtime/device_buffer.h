@@ -1,8 +1,9 @@
 // A device buffer reference: what a storage points at instead of device
 // memory. It is in one of three states:
-//  - Deferred: produced by an op that has not run yet. A fresh storage starts
-//    as deferred zero bytes, so `empty(...)` followed by a full overwrite
-//    (copy_ from the host, an op's output) never touches the device.
+//  - Deferred: produced by an op that has not run yet: a node of a graph
+//    (runtime/graph.h) not yet flushed, or, for a fresh storage, zero bytes,
+//    so `empty(...)` followed by a full overwrite (copy_ from the host, an
+//    op's output) never touches the device.
 //  - Materialized: a PJRT buffer, possibly still being computed (PJRT is
 //    asynchronous; reading waits).
 //  - Error: the op that was to produce it failed. The error travels to every
@@ -20,6 +21,8 @@
 
 namespace torch_tpu::runtime {
 
+class Graph;
+
 class DeviceBuffer {
  public:
   enum class State { Deferred, Materialized, Error };
@@ -29,6 +32,10 @@ class DeviceBuffer {
                                                     std::string producer, int device);
   static std::shared_ptr<DeviceBuffer> error(const hlo::TensorType& type, std::string message,
                                              int device);
+  // Result `result` of node `node` of an unflushed graph.
+  static std::shared_ptr<DeviceBuffer> pending(const hlo::TensorType& type, int device,
+                                               std::shared_ptr<Graph> graph, int node, int result,
+                                               std::string producer);
   ~DeviceBuffer();
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -38,6 +45,14 @@ class DeviceBuffer {
   int device() const { return device_; }
   const std::string& producer() const { return producer_; }
   const std::string& error_message() const { return error_; }
+  // The unflushed graph that will produce this buffer, if any.
+  const std::shared_ptr<Graph>& graph() const { return graph_; }
+  int graph_node() const { return node_; }
+  int graph_result() const { return result_; }
+
+  // Called by the graph's flush.
+  void fulfil(std::unique_ptr<pjrt::Buffer> b);
+  void set_error(std::string message);
 
   // The PJRT buffer, running the pending op first if deferred. Throws the
   // recorded error in the Error state.
@@ -60,6 +75,8 @@ class DeviceBuffer {
   std::unique_ptr<pjrt::Buffer> buffer_;
   std::string producer_;
   std::string error_;
+  std::shared_ptr<Graph> graph_;
+  int node_ = -1, result_ = -1;
 };
 
 }  // namespace torch_tpu::runtime

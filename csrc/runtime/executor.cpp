@@ -1,12 +1,16 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <chrono>
+#include <map>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/env.h"
 #include "common/error.h"
 #include "lowering/common.h"
+#include "runtime/eager_mode.h"
 #include "runtime/number_bytes.h"
 #include "runtime/runtime.h"
 
@@ -17,59 +21,44 @@ using hlo::TensorType;
 using hlo::Value;
 using lowering::Arg;
 
-// What a cached program needs on each launch, in parameter order, and where
-// its results go.
-struct ParamSource {
-  enum class Kind { Slot, Number, Rng } kind;
-  int index;        // slot index, or argument index
-  ElementType type;  // Number's parameter type
-};
-
-struct ResultSink {
-  bool to_destination;
-  int index;  // output index
-};
-
+// A compiled graph and what each launch must feed it.
 struct CompiledProgram {
   std::unique_ptr<pjrt::Executable> exe;
-  std::vector<ParamSource> params;
-  std::vector<ResultSink> results;
-  std::vector<TensorType> output_types;  // per lowering output (before destination casts)
-  std::vector<bool> donated;             // per parameter
+  std::vector<NumberParam> numbers;  // parameters after the graph's buffers
+  std::vector<bool> donated;         // per graph buffer parameter
 };
 
 namespace {
 
-struct Slot {
-  Storage* storage;
-  bool read;  // needed as a parameter
-};
+// ---------------------------------------------------------------- state
 
-int slot_of(std::vector<Slot>& slots, Storage* s, bool read) {
-  for (size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i].storage == s) {
-      slots[i].read |= read;
-      return static_cast<int>(i);
-    }
-  }
-  slots.push_back({s, read});
-  return static_cast<int>(slots.size()) - 1;
+std::recursive_mutex mu;                          // guards recording and flushing
+std::map<int, std::shared_ptr<Graph>> current;    // the recording graph of each device
+std::unordered_set<uint64_t> flushed_hashes;      // rolling hashes of flushed graphs
+OriginProvider origin_provider = nullptr;
+EagerMode mode = [] {
+  if (env().launch_blocking) return EagerMode::Debug;
+  if (env().defer_and_fuse) return EagerMode::DeferAndFuse;
+  return EagerMode::Strict;
+}();
+
+uint64_t fnv(uint64_t h, const std::string& s) {
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
 }
 
-void append_input(std::string& key, std::vector<Slot>& slots, const TensorInput& in) {
-  int slot = slot_of(slots, in.storage, true);
-  key += 's';
-  key += std::to_string(slot);
-  key += in.storage->base->type().str();
-  if (is_identity(in.view, in.storage->base->type())) key += '=';
-  else in.view.append_key(key);
-}
+// ---------------------------------------------------------------- signatures
 
 void append_arg(std::string& key, const Arg& a, bool static_numbers) {
   key += static_cast<char>('A' + static_cast<int>(a.kind));
   switch (a.kind) {
     case Arg::Kind::Int: key += std::to_string(a.i); break;
-    case Arg::Kind::Float: key += std::to_string(a.f); break;
+    case Arg::Kind::Float: {
+      char buf[32];
+      snprintf(buf, sizeof buf, "%.17g", a.f);
+      key += buf;
+      break;
+    }
     case Arg::Kind::Bool: key += a.b ? '1' : '0'; break;
     case Arg::Kind::DType: key += hlo::mlir_name(a.dtype); break;
     case Arg::Kind::String: key += a.s; break;
@@ -85,7 +74,7 @@ void append_arg(std::string& key, const Arg& a, bool static_numbers) {
     case Arg::Kind::Number:
       key += static_cast<char>('0' + static_cast<int>(a.number.kind));
       if (static_numbers) {
-        char buf[64];
+        char buf[80];
         snprintf(buf, sizeof buf, "%.17g/%.17g/%lld", a.number.f, a.number.im,
                  static_cast<long long>(a.number.i));
         key += buf;
@@ -99,136 +88,341 @@ void append_arg(std::string& key, const Arg& a, bool static_numbers) {
   key += ';';
 }
 
-class BuildContext : public lowering::Context {
- public:
-  BuildContext(hlo::Builder& b, ElementType default_float, const lowering::Args& args,
-               CompiledProgram& program)
-      : Context(b, default_float), args_(args), program_(program) {}
-
-  Value number(const Arg& a, ElementType t) override {
-    TPU_CHECK(a.kind == Arg::Kind::Number, ErrorKind::Type, "argument ", a.index,
-              " is not a number");
-    program_.params.push_back({ParamSource::Kind::Number, a.index, t});
-    return b.parameter(hlo::scalar_type(t));
-  }
-
-  Value rng_state(const Arg& a) override {
-    TPU_CHECK(a.kind == Arg::Kind::Rng, ErrorKind::Type, "argument ", a.index,
-              " is not a generator");
-    program_.params.push_back({ParamSource::Kind::Rng, a.index, ElementType::U64});
-    return b.parameter({ElementType::U64, {2}});
-  }
-
- private:
-  const lowering::Args& args_;
-  CompiledProgram& program_;
-};
-
-// Numbers are parameters unless the lowering asked for them statically: then
-// they are constants of the program (their values are in the key).
-class StaticContext : public BuildContext {
- public:
-  using BuildContext::BuildContext;
-  Value number(const Arg& a, ElementType t) override {
-    TPU_CHECK(a.kind == Arg::Kind::Number, ErrorKind::Type, "argument ", a.index,
-              " is not a number");
-    if (a.number.kind == lowering::Number::Kind::Int || a.number.kind == lowering::Number::Kind::Bool) {
-      return hlo::is_float(t) ? b.constant(static_cast<double>(a.number.i), t)
-                              : b.constant_int(a.number.i, t);
-    }
-    return hlo::is_float(t) ? b.constant(a.number.f, t)
-                            : b.constant_int(static_cast<int64_t>(a.number.f), t);
+// The distinct base buffers one op reads or writes, in order of appearance.
+struct LocalBases {
+  std::vector<std::shared_ptr<DeviceBuffer>> buffers;
+  int index_of(const std::shared_ptr<DeviceBuffer>& b) {
+    for (size_t i = 0; i < buffers.size(); ++i)
+      if (buffers[i] == b) return static_cast<int>(i);
+    buffers.push_back(b);
+    return static_cast<int>(buffers.size()) - 1;
   }
 };
 
-std::shared_ptr<CompiledProgram> build(OpCall& call, const std::vector<Slot>& slots,
-                                       const std::vector<bool>& full_write,
-                                       const std::vector<bool>& donate) {
-  auto program = std::make_shared<CompiledProgram>();
-  hlo::Builder b;
-  std::vector<Value> slot_params(slots.size());
-  for (size_t i = 0; i < slots.size(); ++i) {
-    if (!slots[i].read) continue;
-    slot_params[i] = b.parameter(slots[i].storage->base->type());
-    program->params.push_back({ParamSource::Kind::Slot, static_cast<int>(i), ElementType::U8});
-  }
-  auto slot_index = [&](Storage* s) {
-    for (size_t i = 0; i < slots.size(); ++i)
-      if (slots[i].storage == s) return static_cast<int>(i);
-    fail(ErrorKind::Runtime, "internal: storage without a slot");
-  };
-  auto param_of = [&](Storage* s) { return slot_params[slot_index(s)]; };
-  std::vector<int> donated_slots;
+void append_view(std::string& key, const BaseRef& base, const ViewGeometry& view) {
+  key += 's';
+  key += std::to_string(base.param);
+  key += base.type.str();
+  if (is_identity(view, base.type)) key += '=';
+  else view.append_key(key);
+}
 
-  for (size_t i = 0; i < call.args.size(); ++i) {
-    Arg& a = call.args[i];
-    const auto& ins = call.inputs[i];
-    if (a.kind == Arg::Kind::Tensor) {
-      a.tensor = read_view(b, param_of(ins[0]->storage), ins[0]->view);
-    } else if (a.kind == Arg::Kind::TensorList) {
-      a.tensors.clear();
-      for (const auto& in : ins) {
-        if (in) a.tensors.push_back(read_view(b, param_of(in->storage), in->view));
-        else a.tensors.push_back(std::nullopt);
+// ---------------------------------------------------------------- metrics
+
+void count(const char* what, int64_t n = 1) { Runtime::get().count(what, n); }
+
+// ---------------------------------------------------------------- failures
+
+std::string failure_message(const Graph& g, const std::string& what) {
+  if (g.nodes.size() == 1) return "tpu op " + g.describe(0) + " failed: " + what;
+  return "tpu graph of " + std::to_string(g.nodes.size()) + " ops (first " + g.describe(0) +
+         ", last " + g.describe(static_cast<int>(g.nodes.size()) - 1) + ") failed: " + what;
+}
+
+void poison(const std::vector<std::shared_ptr<DeviceBuffer>>& live, const std::string& message) {
+  for (const auto& b : live) b->set_error(message);
+}
+
+// ---------------------------------------------------------------- flushing
+
+std::shared_ptr<pjrt::Buffer> number_buffer(const lowering::Number& n, ElementType t, int device);
+
+void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
+            const std::vector<std::pair<int, int>>& live_ids) {
+  Runtime& rt = Runtime::get();
+  // Donation: a parameter only this graph still holds may be overwritten by
+  // an output of the same type (in-place updates, optimizer steps).
+  std::vector<int> alias(g.params.size(), -1);
+  std::vector<bool> taken(live.size(), false);
+  for (size_t p = 0; p < g.params.size(); ++p) {
+    const auto& buf = g.params[p];
+    if (buf.use_count() != 1 || buf->state() != DeviceBuffer::State::Materialized) continue;
+    for (size_t k = 0; k < live.size(); ++k) {
+      if (!taken[k] && live[k]->type() == buf->type()) {
+        alias[p] = static_cast<int>(k);
+        taken[k] = true;
+        break;
       }
     }
   }
+  std::string key = g.key;
+  key += "|live:";
+  for (const auto& [n, r] : live_ids) key += std::to_string(n) + "." + std::to_string(r) + ",";
+  key += "|donate:";
+  for (int a : alias) key += std::to_string(a) + ",";
+  key += "@" + std::to_string(g.device);
 
-  std::unique_ptr<BuildContext> ctx;
-  if (call.lowering->static_numbers)
-    ctx = std::make_unique<StaticContext>(b, call.default_float, call.args, *program);
-  else
-    ctx = std::make_unique<BuildContext>(b, call.default_float, call.args, *program);
-  std::vector<Value> outputs = call.lowering->fn(*ctx, call.args);
-
-  std::vector<Value> results;
-  for (size_t j = 0; j < outputs.size(); ++j) {
-    program->output_types.push_back(outputs[j].type);
-    const std::optional<Destination>* dest =
-        j < call.destinations.size() ? &call.destinations[j] : nullptr;
-    if (dest == nullptr || !dest->has_value()) {
-      program->results.push_back({false, static_cast<int>(j)});
-      results.push_back(outputs[j]);
-      continue;
+  std::shared_ptr<CompiledProgram> program = rt.lookup(key);
+  if (!program) {
+    program = std::make_shared<CompiledProgram>();
+    hlo::Builder b;
+    std::vector<Value> param_values;
+    auto results = build_graph(b, g, param_values, program->numbers);
+    std::vector<Value> outs;
+    std::vector<TensorType> out_types;
+    for (const auto& [n, r] : live_ids) {
+      outs.push_back(results[n][r]);
+      out_types.push_back(results[n][r].type);
     }
-    const Destination& d = **dest;
-    Value out = outputs[j];
-    if (d.check_cast) {
-      TPU_CHECK(lowering::can_cast(out.dtype(), d.target.view.dtype), ErrorKind::Runtime,
-                "result type ", hlo::short_name(out.dtype()),
-                " can't be cast to the desired output type ", hlo::short_name(d.target.view.dtype));
-      TPU_CHECK(out.shape() == d.target.view.sizes, ErrorKind::Runtime, "output with shape ",
-                hlo::shape_str(d.target.view.sizes), " doesn't match the broadcast shape ",
-                hlo::shape_str(out.shape()));
+    program->donated.assign(g.params.size(), false);
+    for (size_t p = 0; p < alias.size(); ++p) {
+      if (alias[p] < 0) continue;
+      b.alias_parameter(param_values[p], alias[p]);
+      program->donated[p] = true;
+    }
+    program->exe = rt.compile(b.module(outs), out_types, g.device);
+    rt.insert(key, program);
+  }
+
+  // Parameters: the graph's buffers (an input that carries an error poisons
+  // every result), then numbers and generator states.
+  std::vector<const pjrt::Buffer*> args;
+  for (const auto& p : g.params) {
+    if (p->state() == DeviceBuffer::State::Error)
+      return poison(live, p->error_message());
+    args.push_back(&p->buffer());
+  }
+  std::vector<std::shared_ptr<pjrt::Buffer>> numbers;
+  std::vector<std::unique_ptr<pjrt::Buffer>> states;
+  for (const NumberParam& np : program->numbers) {
+    const Arg& a = g.nodes[np.node].args[np.arg];
+    if (np.rng) {
+      uint64_t state[2] = {a.rng_seed, a.rng_offset};
+      states.push_back(rt.client().from_host(state, {ElementType::U64, {2}}, g.device));
+      args.push_back(states.back().get());
     } else {
-      out = lowering::broadcast_to(b, out, d.target.view.sizes);
+      numbers.push_back(number_buffer(a.number, np.type, g.device));
+      args.push_back(numbers.back().get());
     }
-    out = lowering::cast(b, out, d.target.view.dtype);
-    Value new_base = full_write[j] ? out : write_view(b, param_of(d.target.storage), d.target.view, out);
-    int result_index = static_cast<int>(results.size());
-    if (donate[j]) {
-      // Aliasing needs identical types; the plugin then updates in place.
-      int slot = slot_index(d.target.storage);
-      if (slot_params[slot].valid() && slot_params[slot].type == new_base.type) {
-        b.alias_parameter(slot_params[slot], result_index);
-        donated_slots.push_back(slot);
+  }
+  std::string injected;
+  if (rt.take_injected_failure(&injected))
+    return poison(live, failure_message(g, "on the device: " + injected));
+  std::vector<std::unique_ptr<pjrt::Buffer>> outs;
+  try {
+    outs = program->exe->execute(args, program->donated, g.device);
+  } catch (const Error& e) {
+    return poison(live, failure_message(g, e.what()));
+  }
+  count("launches");
+  count("donated_buffers", std::count(program->donated.begin(), program->donated.end(), true));
+  for (size_t k = 0; k < live.size(); ++k) live[k]->fulfil(std::move(outs[k]));
+  if (!live.empty()) rt.note_launch(live.back());
+}
+
+void flush_locked(const std::shared_ptr<Graph>& g, const char* reason) {
+  if (g->flushed) return;
+  g->flushed = true;
+  auto it = current.find(g->device);
+  if (it != current.end() && it->second == g) current.erase(it);
+  count((std::string("flush.") + reason).c_str());
+  flushed_hashes.insert(g->rolling_hash);
+
+  std::vector<std::shared_ptr<DeviceBuffer>> live;
+  std::vector<std::pair<int, int>> live_ids;
+  for (size_t n = 0; n < g->results.size(); ++n) {
+    for (size_t r = 0; r < g->results[n].size(); ++r) {
+      if (auto b = g->results[n][r].lock()) {
+        live.push_back(std::move(b));
+        live_ids.emplace_back(static_cast<int>(n), static_cast<int>(r));
       }
     }
-    program->results.push_back({true, static_cast<int>(j)});
-    results.push_back(new_base);
+  }
+  if (!live.empty()) {
+    try {
+      launch(*g, live, live_ids);
+    } catch (const Error& e) {
+      // Building or compiling failed: nothing ran; the live results carry it.
+      poison(live, failure_message(*g, e.what()));
+    }
+  }
+  g->params.clear();
+}
+
+// Debug mode: wait for the op and check its results.
+void check_after(const std::vector<std::shared_ptr<DeviceBuffer>>& results, const Graph& g);
+
+// ---------------------------------------------------------------- recording
+
+std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
+  Runtime& rt = Runtime::get();
+  rt.check_device(call.device);
+  const lowering::Lowering* lowering = call.lowering;
+
+  // The node as if it were alone: its input bases are local parameters. Its
+  // signature keys the type cache and, with connectivity, the graph key.
+  Node node;
+  node.lowering = lowering;
+  node.args = call.args;
+  node.default_float = call.default_float;
+  LocalBases bases;
+  std::string sig;
+  sig.reserve(256);
+  sig += lowering->name;
+  sig += '|';
+  sig += hlo::mlir_name(call.default_float);
+  auto local_ref = [&](Storage* s) {
+    BaseRef r;
+    r.param = bases.index_of(s->base);
+    r.type = s->base->type();
+    return r;
+  };
+  node.inputs.resize(call.args.size());
+  for (size_t i = 0; i < call.args.size(); ++i) {
+    append_arg(sig, call.args[i], lowering->static_numbers);
+    for (const auto& in : call.inputs[i]) {
+      if (!in) {
+        node.inputs[i].push_back(std::nullopt);
+        sig += 'N';
+        continue;
+      }
+      NodeInput ni{local_ref(in->storage), in->view};
+      append_view(sig, ni.base, ni.view);
+      node.inputs[i].push_back(ni);
+    }
+  }
+  for (size_t j = 0; j < call.destinations.size(); ++j) {
+    node.dests.push_back(std::nullopt);
+    if (!call.destinations[j]) continue;
+    const Destination& d = *call.destinations[j];
+    NodeDest nd;
+    nd.view = d.target.view;
+    nd.check_cast = d.check_cast;
+    sig += "|D";
+    if (!covers_storage(d.target.view, d.target.storage->nbytes)) {
+      nd.old_base = local_ref(d.target.storage);
+      append_view(sig, *nd.old_base, nd.view);
+    } else {
+      d.target.view.append_key(sig);
+      sig += 'F';
+    }
+    sig += d.check_cast ? 'c' : '-';
+    node.dests.back() = nd;
+  }
+  std::vector<TensorType> local_types;
+  for (const auto& b : bases.buffers) local_types.push_back(b->type());
+  node.types = node_types(sig, node, local_types);
+  if (origin_provider) node.origin = origin_provider();
+  count("ops_recorded");
+
+  const auto& types = node.types->results;
+  std::vector<std::shared_ptr<DeviceBuffer>> results(types.size());
+  auto finish = [&](std::vector<std::shared_ptr<DeviceBuffer>>& res) {
+    std::vector<std::shared_ptr<DeviceBuffer>> outputs(res.size());
+    for (size_t j = 0; j < res.size(); ++j) {
+      if (j < call.destinations.size() && call.destinations[j])
+        call.destinations[j]->target.storage->base = res[j];
+      else
+        outputs[j] = res[j];
+    }
+    return outputs;
+  };
+
+  // An input that failed poisons this op's results without running it.
+  for (const auto& b : bases.buffers) {
+    if (b->state() == DeviceBuffer::State::Error) {
+      for (size_t j = 0; j < types.size(); ++j)
+        results[j] = DeviceBuffer::error(types[j], b->error_message(), call.device);
+      return finish(results);
+    }
   }
 
-  program->donated.assign(program->params.size(), false);
-  for (size_t p = 0; p < program->params.size(); ++p) {
-    const ParamSource& src = program->params[p];
-    program->donated[p] = src.kind == ParamSource::Kind::Slot &&
-                          std::find(donated_slots.begin(), donated_slots.end(), src.index) !=
-                              donated_slots.end();
+  std::shared_ptr<Graph>& slot = current[call.device];
+  if (!slot) slot = std::make_shared<Graph>(call.device);
+  std::shared_ptr<Graph> g = slot;
+  int n = static_cast<int>(g->nodes.size());
+  // Local parameters become graph parameters or links to earlier nodes.
+  std::vector<BaseRef> global(bases.buffers.size());
+  std::string links;
+  for (size_t i = 0; i < bases.buffers.size(); ++i) {
+    const auto& b = bases.buffers[i];
+    BaseRef r;
+    r.type = b->type();
+    if (b->graph() == g) {
+      r.node = b->graph_node();
+      r.result = b->graph_result();
+      links += "n" + std::to_string(r.node) + "." + std::to_string(r.result) + ",";
+    } else {
+      r.param = g->param_of(b);
+      links += "p" + std::to_string(r.param) + ",";
+    }
+    global[i] = r;
   }
-  std::vector<TensorType> result_types;
-  for (const Value& r : results) result_types.push_back(r.type);
-  program->exe = Runtime::get().compile(b.module(results), result_types, call.device);
-  return program;
+  for (auto& ins : node.inputs)
+    for (auto& in : ins)
+      if (in) in->base = global[in->base.param];
+  for (auto& d : node.dests)
+    if (d && d->old_base) d->old_base = global[d->old_base->param];
+  bases.buffers.clear();  // the graph holds them now; donation counts owners
+  g->key += sig;
+  g->key += '{';
+  g->key += links;
+  g->key += '}';
+  g->rolling_hash = fnv(fnv(g->rolling_hash, sig), links);
+  g->nodes.push_back(std::move(node));
+  g->results.emplace_back(types.size());
+  for (size_t j = 0; j < types.size(); ++j) {
+    results[j] = DeviceBuffer::pending(types[j], call.device, g, n, static_cast<int>(j),
+                                       lowering->name);
+    g->results[n][j] = results[j];
+  }
+  std::vector<std::shared_ptr<DeviceBuffer>> outputs = finish(results);
+
+  switch (mode) {
+    case EagerMode::Strict: flush_locked(g, "strict"); break;
+    case EagerMode::Debug:
+      flush_locked(g, "debug");
+      check_after(results, *g);
+      break;
+    case EagerMode::DeferAndFuse:
+      if (static_cast<int64_t>(g->nodes.size()) >= env().fuse_max_ops)
+        flush_locked(g, "size_bound");
+      else if (flushed_hashes.count(g->rolling_hash))
+        flush_locked(g, "repeat");
+      break;
+  }
+  return outputs;
+}
+
+// ---------------------------------------------------------------- debug checks
+
+std::vector<Value> has_nonfinite(lowering::Context& ctx, const lowering::Args& args) {
+  hlo::Builder& b = ctx.b;
+  Value x = args[0].as_tensor();
+  std::vector<int64_t> all(x.rank());
+  for (int64_t i = 0; i < x.rank(); ++i) all[i] = i;
+  Value bad = b.not_(b.is_finite(x));
+  return {x.rank() ? b.reduce_or(bad, all) : bad};
+}
+const lowering::Lowering kHasNonfinite{"tpu::has_nonfinite", &has_nonfinite, false};
+
+void check_after(const std::vector<std::shared_ptr<DeviceBuffer>>& results, const Graph& g) {
+  for (const auto& r : results) r->wait();  // raises the op's error here, at the op
+  if (!env().debug_nans) return;
+  for (const auto& r : results) {
+    if (!hlo::is_float(r->type().dtype) || r->type().numel() == 0) continue;
+    Storage s(r->type().nbytes(), r->device());
+    s.base = r;
+    ViewGeometry whole{r->type().shape, {}, 0, r->type().dtype};
+    whole.strides.assign(whole.sizes.size(), 1);
+    for (int64_t i = static_cast<int64_t>(whole.sizes.size()) - 2; i >= 0; --i)
+      whole.strides[i] = whole.strides[i + 1] * whole.sizes[i + 1];
+    OpCall call;
+    call.lowering = &kHasNonfinite;
+    Arg a;
+    a.kind = Arg::Kind::Tensor;
+    call.args.push_back(a);
+    call.inputs.push_back({TensorInput{&s, whole}});
+    call.device = r->device();
+    EagerMode saved = mode;
+    mode = EagerMode::Strict;  // the check itself is not checked
+    auto flag = record(call)[0];
+    mode = saved;
+    uint8_t found = 0;
+    flag->to_host(&found);
+    TPU_CHECK(!found, ErrorKind::Runtime, "TORCH_TPU_DEBUG_NANS: tpu op ", g.describe(0),
+              " produced NaN or Inf");
+  }
 }
 
 // Numbers repeat (alpha=1, a learning rate, 0.5): their device buffers are
@@ -240,130 +434,68 @@ std::shared_ptr<pjrt::Buffer> number_buffer(const lowering::Number& n, ElementTy
   std::string key(reinterpret_cast<const char*>(bytes), hlo::byte_size(t));
   key += static_cast<char>(t);
   key += static_cast<char>(device);
-  static std::mutex mu;
+  static std::mutex cache_mu;
   static std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> cache;
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(cache_mu);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   if (cache.size() >= 4096) cache.clear();  // bounded: values like step counts never repeat
-  std::shared_ptr<pjrt::Buffer> buf = Runtime::get().client().from_host(bytes, hlo::scalar_type(t), device);
+  std::shared_ptr<pjrt::Buffer> buf =
+      Runtime::get().client().from_host(bytes, hlo::scalar_type(t), device);
   cache.emplace(key, buf);
   return buf;
 }
 
+std::vector<hlo::Value> identity(lowering::Context&, const lowering::Args& args) {
+  return {args[0].as_tensor()};
+}
+const lowering::Lowering kContiguous{"tpu::contiguous", &identity, false};
+
 }  // namespace
 
+// ---------------------------------------------------------------- public
+
 std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call) {
-  Runtime& rt = Runtime::get();
-  const bool static_numbers = call.lowering->static_numbers;
-  std::string key;
-  key.reserve(256);
-  key += call.lowering->name;
-  key += '|';
-  key += hlo::mlir_name(call.default_float);
-  key += '@';
-  key += std::to_string(call.device);  // executables are compiled per device
-  std::vector<Slot> slots;
-  for (size_t i = 0; i < call.args.size(); ++i) {
-    append_arg(key, call.args[i], static_numbers);
-    for (const auto& in : call.inputs[i]) {
-      if (in) append_input(key, slots, *in);
-      else key += 'N';
-    }
-  }
-  std::vector<bool> full_write(call.destinations.size(), false), donate(call.destinations.size(), false);
-  for (size_t j = 0; j < call.destinations.size(); ++j) {
-    if (!call.destinations[j]) continue;
-    const TensorInput& t = call.destinations[j]->target;
-    full_write[j] = covers_storage(t.view, t.storage->nbytes);
-    // A base read by this op and owned by nothing but this storage can be
-    // updated in place by the plugin.
-    bool is_input = false;
-    for (const Slot& s : slots) is_input |= s.storage == t.storage;
-    donate[j] = is_input && t.storage->base.use_count() == 1 &&
-                t.storage->base->state() == DeviceBuffer::State::Materialized;
-    int slot = slot_of(slots, t.storage, !full_write[j]);
-    key += "|D";
-    key += std::to_string(slot);
-    if (!full_write[j]) key += t.storage->base->type().str();
-    t.view.append_key(key);
-    key += full_write[j] ? 'F' : 'P';
-    key += donate[j] ? 'd' : '-';
-    key += call.destinations[j]->check_cast ? 'c' : '-';
-  }
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  return record(call);
+}
 
-  std::shared_ptr<CompiledProgram> program = rt.lookup(key);
-  if (!program) {
-    program = build(call, slots, full_write, donate);
-    rt.insert(key, program);
-  }
+void flush_graph(const std::shared_ptr<Graph>& graph, const char* reason) {
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  flush_locked(graph, reason);
+}
 
-  // Gather parameters; an input that carries an error poisons the outputs.
-  std::string poison;
-  std::vector<std::shared_ptr<DeviceBuffer>> keep;
-  std::vector<std::unique_ptr<pjrt::Buffer>> uploads;
-  std::vector<std::shared_ptr<pjrt::Buffer>> numbers;
-  std::vector<const pjrt::Buffer*> args;
-  for (const ParamSource& p : program->params) {
-    if (p.kind == ParamSource::Kind::Slot) {
-      std::shared_ptr<DeviceBuffer> base = slots[p.index].storage->base;
-      keep.push_back(base);
-      if (base->state() == DeviceBuffer::State::Error) {
-        poison = base->error_message();
-        args.push_back(nullptr);
-      } else {
-        args.push_back(&base->buffer());
-      }
-    } else if (p.kind == ParamSource::Kind::Number) {
-      numbers.push_back(number_buffer(call.args[p.index].number, p.type, call.device));
-      args.push_back(numbers.back().get());
-    } else {
-      const Arg& a = call.args[p.index];
-      uint64_t state[2] = {a.rng_seed, a.rng_offset};
-      uploads.push_back(rt.client().from_host(state, {ElementType::U64, {2}}, call.device));
-      args.push_back(uploads.back().get());
-    }
-  }
-  std::string injected;
-  if (poison.empty() && rt.take_injected_failure(&injected))
-    poison = "tpu op '" + call.lowering->name + "' failed on the device: " + injected;
+void flush_all(const char* reason) {
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  while (!current.empty()) flush_locked(current.begin()->second, reason);
+}
 
-  std::vector<std::shared_ptr<DeviceBuffer>> produced;
-  const auto& out_types = program->exe->output_types();
-  if (!poison.empty()) {
-    for (const auto& t : out_types) produced.push_back(DeviceBuffer::error(t, poison, call.device));
-  } else {
-    auto buffers = program->exe->execute(args, program->donated, call.device);
-    rt.note_execution(static_cast<int>(std::count(program->donated.begin(), program->donated.end(), true)));
-    for (auto& buf : buffers)
-      produced.push_back(DeviceBuffer::materialized(std::move(buf), call.lowering->name, call.device));
-  }
+void set_origin_provider(OriginProvider provider) { origin_provider = provider; }
 
-  std::vector<std::shared_ptr<DeviceBuffer>> outputs(program->output_types.size());
-  for (size_t r = 0; r < program->results.size(); ++r) {
-    const ResultSink& sink = program->results[r];
-    if (sink.to_destination) call.destinations[sink.index]->target.storage->base = produced[r];
-    else outputs[sink.index] = produced[r];
+EagerMode eager_mode() { return mode; }
+
+void set_eager_mode(EagerMode m) {
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  if (m != mode) flush_all("mode_switch");
+  mode = m;
+}
+
+const char* eager_mode_name(EagerMode m) {
+  switch (m) {
+    case EagerMode::Strict: return "strict";
+    case EagerMode::Debug: return "debug";
+    case EagerMode::DeferAndFuse: return "defer_and_fuse";
   }
-  if (!produced.empty()) rt.note_launch(produced.back());
-  if (env().launch_blocking)
-    for (auto& p : produced) p->wait();
-  return outputs;
+  return "?";
 }
 
 std::shared_ptr<DeviceBuffer> upload(const void* data, const TensorType& type, int device) {
   Runtime& rt = Runtime::get();
   rt.check_device(device);
+  count("bytes_to_device", type.nbytes());
   return DeviceBuffer::materialized(rt.client().from_host(data, type, device), "copy from host",
                                     device);
 }
-
-namespace {
-std::vector<hlo::Value> identity(lowering::Context&, const lowering::Args& args) {
-  return {args[0].as_tensor()};
-}
-const lowering::Lowering kContiguous{"tpu::contiguous", &identity, false};
-}  // namespace
 
 std::shared_ptr<DeviceBuffer> read_contiguous(const TensorInput& input) {
   if (is_identity(input.view, input.storage->base->type())) return input.storage->base;

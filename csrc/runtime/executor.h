@@ -1,14 +1,8 @@
-// Runs one ATen op as one program. The program takes the base buffers of the
-// storages involved as parameters, reads each input through its view, applies
-// the lowering, and for in-place writes computes the storage's new base
-// (runtime/view.h), so a launch needs no separate gather or scatter.
-//
-// Cache key: the lowering name, the default float type, and for every
-// argument its kind and attributes; tensors contribute their storage slot
-// (which storages are the same), base type and view geometry; numbers only
-// their kind (their values are parameters); destinations their view, whether
-// they replace the whole storage, and whether the old base is donated. A hit
-// costs building that string and a hash lookup.
+// Runs ATen ops: each call records a node into the current graph of its
+// device (runtime/graph.h), and the eager mode (runtime/eager_mode.h)
+// decides when the graph is flushed: at once (strict, debug) or later
+// (defer_and_fuse). Inputs are read through their views inside the program,
+// and in-place writes produce the storage's new base in the same program.
 #pragma once
 
 #include <memory>
@@ -17,6 +11,7 @@
 #include <vector>
 
 #include "lowering/registry.h"
+#include "runtime/graph.h"
 #include "runtime/storage.h"
 #include "runtime/view.h"
 
@@ -48,8 +43,20 @@ struct OpCall {
 };
 
 // Returns one buffer per lowering output; null for outputs written into a
-// destination. Throws torch_tpu::Error for bad input (nothing launched).
+// destination. Throws torch_tpu::Error for bad input (nothing recorded).
 std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call);
+
+// Runs a recorded graph now (no-op if it already ran). Results nobody holds
+// are dropped from the program; a failure turns the live results into
+// errors naming the op, and leaves every other buffer as it was.
+void flush_graph(const std::shared_ptr<Graph>& graph, const char* reason);
+// Flushes every device's pending graph.
+void flush_all(const char* reason);
+
+// Where ops come from, for error messages ("train.py:42"). aten/ installs a
+// provider that reads the Python stack; it may return null.
+using OriginProvider = std::shared_ptr<const std::string> (*)();
+void set_origin_provider(OriginProvider provider);
 
 // Uploads row-major host data as a new buffer.
 std::shared_ptr<DeviceBuffer> upload(const void* data, const hlo::TensorType& type, int device);

@@ -1,11 +1,14 @@
 #include "runtime/runtime.h"
 
+#include <chrono>
 #include <iostream>
 
 #include "common/env.h"
 #include "common/error.h"
 #include "pjrt/discovery.h"
 #include "runtime/device_buffer.h"
+#include "runtime/disk_cache.h"
+#include "runtime/executor.h"
 
 namespace torch_tpu::runtime {
 
@@ -47,10 +50,10 @@ std::shared_ptr<CompiledProgram> Runtime::lookup(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = cache_.find(key);
   if (it == cache_.end()) {
-    ++stats_.misses;
+    ++counters_["misses"];
     return nullptr;
   }
-  ++stats_.hits;
+  ++counters_["hits"];
   return it->second;
 }
 
@@ -61,11 +64,33 @@ void Runtime::insert(const std::string& key, std::shared_ptr<CompiledProgram> pr
 
 std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir,
                                                    std::vector<hlo::TensorType> outputs,
-                                                   int device) const {
+                                                   int device) {
   if (env().dump_hlo) std::cerr << mlir << std::endl;
-  auto exe = client_->compile(mlir, std::move(outputs), device);
-  std::lock_guard<std::mutex> lock(mu_);
-  const_cast<Runtime*>(this)->stats_.compiled++;
+  auto start = std::chrono::steady_clock::now();
+  std::string disk_key = client_->plugin().identity() + "|" + client_->platform_version() +
+                         "|device " + std::to_string(client_->device_info(device).id) + "|" + mlir;
+  std::unique_ptr<pjrt::Executable> exe;
+  if (auto bytes = disk_cache().load(disk_key)) {
+    try {
+      exe = client_->deserialize(*bytes, outputs);
+      count("disk_hits");
+    } catch (const Error&) {
+      exe.reset();  // a stale or damaged entry: compile afresh
+    }
+  }
+  if (!exe) {
+    exe = client_->compile(mlir, outputs, device);
+    count("compiled");
+    try {
+      disk_cache().store(disk_key, exe->serialize());
+      count("disk_writes");
+    } catch (const Error&) {
+      // A plugin that cannot serialize still runs; it only loses the cache.
+    }
+  }
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                std::chrono::steady_clock::now() - start).count();
+  count("compile_us", us);
   return exe;
 }
 
@@ -76,6 +101,7 @@ void Runtime::note_launch(std::shared_ptr<DeviceBuffer> newest) {
 
 void Runtime::synchronize(int device) {
   check_device(device);
+  flush_all("synchronize");
   std::shared_ptr<DeviceBuffer> newest;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -91,15 +117,20 @@ void Runtime::synchronize(int device) {
   }
 }
 
-void Runtime::note_execution(int donated_buffers) {
+
+void Runtime::count(const std::string& what, int64_t n) {
   std::lock_guard<std::mutex> lock(mu_);
-  ++stats_.launches;
-  stats_.donated_buffers += donated_buffers;
+  counters_[what] += n;
 }
 
-Runtime::CacheStats Runtime::cache_stats() const {
+std::map<std::string, int64_t> Runtime::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  return counters_;
+}
+
+void Runtime::reset_counters() {
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_.clear();
 }
 
 void Runtime::fail_next_launch(std::string message) {

@@ -2,6 +2,7 @@
 // first use, and the in-memory executable cache.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,23 +31,26 @@ class Runtime {
   int device_count() const { return client_->device_count(); }
   void check_device(int device) const;
 
-  // Compiles `mlir` unless a program with the same key is cached.
+  // The in-memory program cache, keyed by graph keys (runtime/graph.h).
   std::shared_ptr<CompiledProgram> lookup(const std::string& key);
   void insert(const std::string& key, std::shared_ptr<CompiledProgram> program);
+  // Compiles `mlir` for `device`, or loads it from the persistent cache
+  // (runtime/disk_cache.h), whose entries are keyed by the program text, the
+  // plugin and the device so that nothing compiled elsewhere is reused.
   std::unique_ptr<pjrt::Executable> compile(const std::string& mlir,
                                             std::vector<hlo::TensorType> outputs,
-                                            int device) const;
+                                            int device);
 
   // Remembers the newest result buffer of each launch so synchronize() can
   // wait for everything issued so far (PJRT runs one device's work in order).
   void note_launch(std::shared_ptr<class DeviceBuffer> newest);
   void synchronize(int device);
 
-  struct CacheStats {
-    int64_t hits = 0, misses = 0, compiled = 0, launches = 0, donated_buffers = 0;
-  };
-  CacheStats cache_stats() const;
-  void note_execution(int donated_buffers);
+  // Counters for torch_tpu.metrics(): ops recorded, flushes by reason,
+  // cache hits and misses, compilations and their time, bytes moved...
+  void count(const std::string& what, int64_t n = 1);
+  std::map<std::string, int64_t> counters() const;
+  void reset_counters();
 
   // Test hook: the next launched op fails as if the device had reported an
   // error asynchronously; its outputs carry `message`.
@@ -59,7 +63,7 @@ class Runtime {
   std::unique_ptr<pjrt::Client> client_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<CompiledProgram>> cache_;
-  CacheStats stats_;
+  std::map<std::string, int64_t> counters_;
   std::weak_ptr<class DeviceBuffer> newest_;
   std::string injected_failure_;
 };

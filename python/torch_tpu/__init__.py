@@ -31,7 +31,8 @@ def _package_roots():
     return roots
 
 
-_C._init(_package_roots())
+_C._init(_package_roots(), [os.path.dirname(torch.__file__) + os.sep,
+                            os.path.dirname(os.path.abspath(__file__)) + os.sep])
 
 torch.utils.rename_privateuse1_backend("tpu")
 
@@ -45,6 +46,8 @@ torch.utils.generate_methods_for_privateuse1_backend(
 from . import _printing  # noqa: E402
 
 _printing.install()
+
+from . import distributed  # noqa: E402,F401  (registers the "tpu_dist" c10d backend)
 
 
 def platform():

@@ -1,0 +1,50 @@
+#include "common/tolerance.h"
+
+#include <algorithm>
+#include <map>
+
+namespace torch_tpu {
+
+namespace {
+
+Tolerance default_for(hlo::ElementType t) {
+  using E = hlo::ElementType;
+  switch (t) {
+    case E::F16: return {1e-3, 1e-5};
+    case E::BF16: return {1.6e-2, 1e-5};
+    case E::F32: case E::C64: return {1.3e-6, 1e-5};
+    case E::F64: case E::C128: return {1e-7, 1e-7};
+    default: return {0, 0};  // integers and bool: exact
+  }
+}
+
+// Sorted by op name. A factor scales the dtype default.
+struct Override {
+  double rtol_factor, atol_factor;
+  const char* reason;
+};
+const std::map<std::string, Override>& overrides() {
+  static const std::map<std::string, Override> table = {
+      {"aten::_log_softmax", {4, 4}, "XLA reduces in a different order"},
+      {"aten::_softmax", {4, 4}, "XLA reduces in a different order"},
+      {"aten::addmm", {10, 10}, "XLA's dot accumulates in a different order than oneDNN"},
+      {"aten::bmm", {10, 10}, "XLA's dot accumulates in a different order than oneDNN"},
+      {"aten::mm", {10, 10}, "XLA's dot accumulates in a different order than oneDNN"},
+      {"aten::native_layer_norm", {10, 10}, "mean and variance reduce in a different order"},
+  };
+  return table;
+}
+
+}  // namespace
+
+Tolerance tolerance(hlo::ElementType dtype, const std::string& op) {
+  Tolerance t = default_for(dtype);
+  auto it = overrides().find(op);
+  if (it != overrides().end()) {
+    t.rtol *= it->second.rtol_factor;
+    t.atol *= it->second.atol_factor;
+  }
+  return t;
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,153 @@
+#include "runtime/graph.h"
+
+#include <functional>
+#include <mutex>
+#include <unordered_map>
+
+#include "common/error.h"
+#include "lowering/common.h"
+
+namespace torch_tpu::runtime {
+
+using hlo::ElementType;
+using hlo::Value;
+using lowering::Arg;
+
+int Graph::param_of(const std::shared_ptr<DeviceBuffer>& buffer) {
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i] == buffer) return static_cast<int>(i);
+  params.push_back(buffer);
+  return static_cast<int>(params.size()) - 1;
+}
+
+std::string Graph::describe(int n) const {
+  const Node& node = nodes[n];
+  std::string s = "'" + node.lowering->name + "'";
+  if (node.origin) s += " (at " + *node.origin + ")";
+  return s;
+}
+
+namespace {
+
+class NodeContext : public lowering::Context {
+ public:
+  NodeContext(hlo::Builder& b, const Node& node, int index, std::vector<NumberParam>& numbers)
+      : Context(b, node.default_float), node_(node), index_(index), numbers_(numbers) {}
+
+  Value number(const Arg& a, ElementType t) override {
+    TPU_CHECK(a.kind == Arg::Kind::Number, ErrorKind::Type, "argument ", a.index,
+              " is not a number");
+    if (node_.lowering->static_numbers) {
+      // The value shapes the program (its value is in the signature).
+      bool integral = a.number.kind == lowering::Number::Kind::Int ||
+                      a.number.kind == lowering::Number::Kind::Bool;
+      if (hlo::is_float(t))
+        return b.constant(integral ? static_cast<double>(a.number.i) : a.number.f, t);
+      return b.constant_int(integral ? a.number.i : static_cast<int64_t>(a.number.f), t);
+    }
+    numbers_.push_back({index_, a.index, t, false});
+    return b.parameter(hlo::scalar_type(t));
+  }
+
+  Value rng_state(const Arg& a) override {
+    TPU_CHECK(a.kind == Arg::Kind::Rng, ErrorKind::Type, "argument ", a.index,
+              " is not a generator");
+    numbers_.push_back({index_, a.index, ElementType::U64, true});
+    return b.parameter({ElementType::U64, {2}});
+  }
+
+ private:
+  const Node& node_;
+  int index_;
+  std::vector<NumberParam>& numbers_;
+};
+
+using Resolver = std::function<Value(const BaseRef&)>;
+
+// Emits one node: reads its inputs through their views, applies the
+// lowering, and writes destinations into their storages' bases. Returns the
+// node's results and sets `outputs` to the lowering's output types.
+std::vector<Value> build_node(hlo::Builder& b, const Node& node, int index, const Resolver& base_value,
+                              std::vector<NumberParam>& numbers,
+                              std::vector<hlo::TensorType>* outputs) {
+  lowering::Args args = node.args;
+  for (size_t i = 0; i < args.size(); ++i) {
+    Arg& a = args[i];
+    const auto& ins = node.inputs[i];
+    if (a.kind == Arg::Kind::Tensor) {
+      a.tensor = read_view(b, base_value(ins[0]->base), ins[0]->view);
+    } else if (a.kind == Arg::Kind::TensorList) {
+      a.tensors.clear();
+      for (const auto& in : ins)
+        a.tensors.push_back(in ? std::optional<Value>(read_view(b, base_value(in->base), in->view))
+                               : std::nullopt);
+    }
+  }
+  NodeContext ctx(b, node, index, numbers);
+  std::vector<Value> out = node.lowering->fn(ctx, args);
+  std::vector<Value> results;
+  for (size_t j = 0; j < out.size(); ++j) {
+    if (outputs) outputs->push_back(out[j].type);
+    if (j >= node.dests.size() || !node.dests[j]) {
+      results.push_back(out[j]);
+      continue;
+    }
+    const NodeDest& d = *node.dests[j];
+    Value v = out[j];
+    if (d.check_cast) {
+      TPU_CHECK(lowering::can_cast(v.dtype(), d.view.dtype), ErrorKind::Runtime, "result type ",
+                hlo::short_name(v.dtype()), " can't be cast to the desired output type ",
+                hlo::short_name(d.view.dtype));
+      TPU_CHECK(v.shape() == d.view.sizes, ErrorKind::Runtime, "output with shape ",
+                hlo::shape_str(d.view.sizes), " doesn't match the broadcast shape ",
+                hlo::shape_str(v.shape()));
+    } else {
+      v = lowering::broadcast_to(b, v, d.view.sizes);
+    }
+    v = lowering::cast(b, v, d.view.dtype);
+    results.push_back(d.old_base ? write_view(b, base_value(*d.old_base), d.view, v) : v);
+  }
+  return results;
+}
+
+}  // namespace
+
+std::vector<std::vector<Value>> build_graph(hlo::Builder& b, Graph& g,
+                                            std::vector<Value>& param_values,
+                                            std::vector<NumberParam>& number_params) {
+  param_values.clear();
+  for (const auto& p : g.params) param_values.push_back(b.parameter(p->type()));
+  std::vector<std::vector<Value>> results(g.nodes.size());
+  Resolver resolve = [&](const BaseRef& r) -> Value {
+    return r.param >= 0 ? param_values[r.param] : results[r.node][r.result];
+  };
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    results[n] = build_node(b, g.nodes[n], static_cast<int>(n), resolve, number_params, nullptr);
+  return results;
+}
+
+std::shared_ptr<const NodeTypes> node_types(const std::string& signature, const Node& node,
+                                            const std::vector<hlo::TensorType>& param_types) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<const NodeTypes>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(signature);
+    if (it != cache.end()) return it->second;
+  }
+  // Build the node alone, its input bases as parameters: this checks shapes
+  // and dtypes (raising like the CPU) and gives the result types.
+  hlo::Builder b;
+  std::vector<Value> params;
+  for (const auto& t : param_types) params.push_back(b.parameter(t));
+  Resolver resolve = [&](const BaseRef& r) -> Value { return params.at(r.param); };
+  std::vector<NumberParam> numbers;
+  auto types = std::make_shared<NodeTypes>();
+  for (const Value& v : build_node(b, node, 0, resolve, numbers, &types->outputs))
+    types->results.push_back(v.type);
+  std::lock_guard<std::mutex> lock(mu);
+  cache.emplace(signature, types);
+  return types;
+}
+
+}  // namespace torch_tpu::runtime

@@ -1,0 +1,105 @@
+// Every ATen op is first a node of a graph. A node names its lowering, its
+// arguments, and where each input's storage base comes from: a buffer that
+// already exists (a parameter of the graph) or a result of an earlier node.
+// Its results are DeviceBuffers in the Deferred state that point back at the
+// graph. Flushing the graph builds one StableHLO program from all its nodes,
+// compiles it (or finds it in the cache) and launches it; the results that
+// are still referenced become its outputs, the others are fused away.
+//
+// Strict and debug eager modes flush after every node; defer_and_fuse keeps
+// recording until a value must leave the device or a cut point is reached
+// (runtime/eager_mode.h).
+//
+// The graph's cache key is the concatenation of its nodes' signatures (op,
+// attributes, input base types and views, destinations) with how nodes
+// connect (parameter index or producing node), plus which results are live
+// and which parameters are donated. Numbers and generator states are program
+// parameters, so their values never enter the key.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lowering/registry.h"
+#include "runtime/device_buffer.h"
+#include "runtime/view.h"
+
+namespace torch_tpu::runtime {
+
+// Where a node reads a storage's base buffer from.
+struct BaseRef {
+  int param = -1;               // an existing buffer: index into Graph::params
+  int node = -1, result = -1;   // or a result of an earlier node
+  hlo::TensorType type;
+};
+
+struct NodeInput {
+  BaseRef base;
+  ViewGeometry view;
+};
+
+// An output written into an existing storage: the node's result is the
+// storage's new base.
+struct NodeDest {
+  std::optional<BaseRef> old_base;  // absent when the write replaces the whole storage
+  ViewGeometry view;
+  bool check_cast = true;
+};
+
+// Output and result types of a node, cached by its signature so recording a
+// known op costs no lowering.
+struct NodeTypes {
+  std::vector<hlo::TensorType> outputs;  // per lowering output
+  std::vector<hlo::TensorType> results;  // output j, or the new base for destination j
+};
+
+struct Node {
+  const lowering::Lowering* lowering = nullptr;
+  lowering::Args args;
+  std::vector<std::vector<std::optional<NodeInput>>> inputs;  // per argument
+  std::vector<std::optional<NodeDest>> dests;                 // per lowering output
+  std::shared_ptr<const NodeTypes> types;
+  hlo::ElementType default_float = hlo::ElementType::F32;
+  std::shared_ptr<const std::string> origin;  // "file.py:42", when known
+};
+
+class Graph {
+ public:
+  explicit Graph(int device) : device(device) {}
+
+  int device;
+  std::vector<Node> nodes;
+  std::vector<std::shared_ptr<DeviceBuffer>> params;
+  // results[n][r]: the buffer of result r of node n while anyone holds it.
+  std::vector<std::vector<std::weak_ptr<DeviceBuffer>>> results;
+  std::string key;
+  uint64_t rolling_hash = 1469598103934665603ULL;
+  bool flushed = false;
+
+  int param_of(const std::shared_ptr<DeviceBuffer>& buffer);
+  // "aten::mm (at model.py:12)" for messages about node n.
+  std::string describe(int n) const;
+};
+
+// Builds the program of a graph into `b`: parameters first (one per external
+// buffer), then every node in order. Returns each node's result values.
+// Numbers and generator states become parameters as lowerings ask for them;
+// `number_params` receives (node, argument, type) of each, in order.
+struct NumberParam {
+  int node, arg;
+  hlo::ElementType type;
+  bool rng;
+};
+std::vector<std::vector<hlo::Value>> build_graph(hlo::Builder& b, Graph& g,
+                                                 std::vector<hlo::Value>& param_values,
+                                                 std::vector<NumberParam>& number_params);
+
+// The types of a node's outputs and results; builds the node alone (and
+// raises its shape and dtype errors) the first time a signature is seen.
+std::shared_ptr<const NodeTypes> node_types(const std::string& signature, const Node& node,
+                                            const std::vector<hlo::TensorType>& param_types);
+
+}  // namespace torch_tpu::runtime
