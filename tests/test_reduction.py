@@ -24,12 +24,20 @@ def to_dev(x):
     return x.to(DEV) if isinstance(x, torch.Tensor) else x
 
 
-def check(fn, *inputs, grad=False, **kw):
+def check(fn, *inputs, grad=False, ref64=False, **kw):
     """fn on the CPU inputs and on their tpu copies gives the same results
-    (and, with grad=True, the same input gradients for a random upstream grad)."""
+    (and, with grad=True, the same input gradients for a random upstream grad).
+    ref64: the reference is computed in float64 and rounded, for ops whose
+    CPU kernel rounds intermediates to half precision (tpu keeps them in f32)."""
     cpu = [x.detach().clone().requires_grad_(grad) if isinstance(x, torch.Tensor) else x for x in inputs]
     dev = [to_dev(x).detach().requires_grad_(grad) if isinstance(x, torch.Tensor) else x for x in inputs]
-    out_c, out_d = fn(*cpu), fn(*dev)
+    if ref64:
+        wide = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in cpu]
+        out_c = fn(*wide)
+        out_c = out_c.to(inputs[0].dtype) if inputs[0].is_floating_point() else out_c.float()
+    else:
+        out_c = fn(*cpu)
+    out_d = fn(*dev)
     outs_c = out_c if isinstance(out_c, (tuple, list)) else (out_c,)
     outs_d = out_d if isinstance(out_d, (tuple, list)) else (out_d,)
     assert len(outs_c) == len(outs_d)
@@ -59,6 +67,11 @@ def dims_for(shape):
     r = len(shape)
     out = [None] if r == 0 else [None, 0, -1, (0, -1) if r > 1 else (0,)]
     return out
+
+
+# logcumsumexp's backward chains exp/log over the scan; bf16 rounding of the
+# saved output leaves a couple of bf16 ulps at unit scale.
+LOOSE_BF16 = dict(rtol=3e-2, atol=3e-2)
 
 
 # ---- sum / mean / prod
@@ -241,8 +254,9 @@ def test_var_int_error():
 @pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
 def test_logsumexp(shape, dtype):
     x = make(shape, dtype)
-    check(lambda t: torch.logsumexp(t, -1), x)
-    check(lambda t: torch.logsumexp(t, 0, keepdim=True), x)
+    half = dtype in (torch.float16, torch.bfloat16)
+    check(lambda t: torch.logsumexp(t, -1), x, ref64=half)
+    check(lambda t: torch.logsumexp(t, 0, keepdim=True), x, ref64=half)
 
 
 def test_logsumexp_infinities():
@@ -276,6 +290,65 @@ def test_cumsum_dtype_arg():
     check(lambda t: torch.cumsum(t, 0, dtype=torch.int32), x)
 
 
+@pytest.mark.parametrize("shape", [(), (7,), (3, 5), (2, 3, 9)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+@pytest.mark.parametrize("op", [torch.cummax, torch.cummin])
+def test_cummax_cummin(shape, dtype, op):
+    x = make(shape, dtype, low=-2, high=2)  # few distinct values: many ties (the later index wins)
+    for dim in ([0, -1] if shape else [0]):
+        check(lambda t: op(t, dim), x)
+
+
+def test_cummax_nan_wins():
+    x = torch.tensor([1.0, float("nan"), 3.0, float("nan"), 0.0])
+    check(lambda t: torch.cummax(t, 0), x)
+    check(lambda t: torch.cummin(t, 0), x)
+
+
+@pytest.mark.parametrize("shape", [(), (7,), (3, 5), (2, 3, 9)])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_logcumsumexp(shape, dtype):
+    x = make(shape, dtype)
+    for dim in ([0, -1] if shape else [0]):
+        check(lambda t: torch.logcumsumexp(t, dim), x, ref64=dtype != torch.float32)
+
+
+def test_logcumsumexp_infinities():
+    x = torch.tensor([-math.inf, -math.inf, 1.0, math.inf, 2.0, -math.inf])
+    check(lambda t: torch.logcumsumexp(t, 0), x)
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (3, 4), (0, 3)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_aminmax(shape, dtype):
+    x = make(shape, dtype)
+    if 0 not in shape:
+        check(torch.aminmax, x)
+        check(lambda t: torch.aminmax(t, keepdim=True), x)
+    if shape:
+        check(lambda t: torch.aminmax(t, dim=-1), x)
+        check(lambda t: torch.aminmax(t, dim=-1, keepdim=True), x)
+
+
+def test_aminmax_errors():
+    raises_like(torch.aminmax, torch.randn(0, 3))
+    raises_like(lambda t: torch.aminmax(t, dim=0), torch.randn(0, 3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32])
+def test_nansum_count_nonzero(dtype):
+    x = make((3, 5), dtype)
+    if dtype.is_floating_point:
+        x[0, 1] = float("nan")
+        x[2, 4] = float("nan")
+    check(torch.nansum, x)
+    check(lambda t: torch.nansum(t, 1, keepdim=True), x)
+    check(lambda t: torch.nansum(t, 0, dtype=torch.float64), x)
+    check(torch.count_nonzero, x)
+    check(lambda t: torch.count_nonzero(t, 1), x)
+    check(lambda t: torch.count_nonzero(t, (0, 1)), x)
+
+
 # ---- norms
 
 
@@ -298,9 +371,9 @@ def test_clip_grad_norm_foreach_norm():
     gs = [make(p.shape, torch.float32, seed=3 + i) for i, p in enumerate(ps)]
     res = []
     for dev in ("cpu", DEV):
-        params = [p.to(dev).requires_grad_() for p in ps]
+        params = [p.clone().to(dev).requires_grad_() for p in ps]
         for p, g in zip(params, gs):
-            p.grad = g.to(dev)
+            p.grad = g.clone().to(dev)
         total = torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
         res.append((total.cpu(), [p.grad.cpu() for p in params]))
     torch.testing.assert_close(res[1], res[0])
@@ -311,7 +384,9 @@ def test_clip_grad_norm_foreach_norm():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_gradients(dtype):
+def test_gradients(dtype, require_ops):
+    # amax/max/min/logsumexp backward use masked_fill (an elementwise lowering)
+    require_ops("aten::masked_fill.Scalar", "aten::masked_fill.Tensor")
     x = make((3, 4), dtype)
     check(lambda t: t.sum(), x, grad=True)
     check(lambda t: t.sum(1, keepdim=True), x, grad=True)
@@ -326,3 +401,5 @@ def test_gradients(dtype):
     check(lambda t: t.cumsum(1), x, grad=True)
     check(lambda t: t.prod(1), x, grad=True)
     check(lambda t: torch.linalg.vector_norm(t, dim=1), x, grad=True)
+    check(lambda t: torch.cummax(t, 1).values, x, grad=True)
+    check(lambda t: torch.logcumsumexp(t, 1), x, grad=True, **({} if dtype == torch.float32 else LOOSE_BF16))

@@ -206,8 +206,8 @@ Value method(Builder& b, Value x) {
 }
 
 Value exp2_(Builder& b, Value x) { return b.pow(splat(b, 2, x), x); }
-Value log2_(Builder& b, Value x) { return b.div(b.log(x), splat(b, M_LN2, x)); }
-Value log10_(Builder& b, Value x) { return b.div(b.log(x), splat(b, M_LN10, x)); }
+Value log2_impl(Builder& b, Value x) { return b.div(b.log(x), splat(b, M_LN2, x)); }
+Value log10_impl(Builder& b, Value x) { return b.div(b.log(x), splat(b, M_LN10, x)); }
 Value reciprocal_(Builder& b, Value x) { return b.div(splat(b, 1, x), x); }
 Value erf_(Builder& b, Value x) { return erf(b, x); }
 Value erfc_(Builder& b, Value x) { return erfc(b, x); }
@@ -218,19 +218,31 @@ Value sqrt_one_minus_sq(Builder& b, Value x) {
   Value one = splat(b, 1, x);
   return b.sqrt(b.mul(b.sub(one, x), b.add(one, x)));
 }
-Value asin_(Builder& b, Value x) { return b.atan2(x, sqrt_one_minus_sq(b, x)); }
-Value acos_(Builder& b, Value x) { return b.atan2(sqrt_one_minus_sq(b, x), x); }
+Value asin_impl(Builder& b, Value x) { return b.atan2(x, sqrt_one_minus_sq(b, x)); }
+Value acos_impl(Builder& b, Value x) { return b.atan2(sqrt_one_minus_sq(b, x), x); }
 Value atan_(Builder& b, Value x) { return b.atan2(x, splat(b, 1, x)); }
-// sinh from expm1 keeps small arguments accurate: with e = expm1(|x|),
-// sinh|x| = (e + e / (e + 1)) / 2.
+// sinh and cosh through s = e^|x| / 2 computed as (w / 2) * w with
+// w = e^(|x|/2), which stays finite as long as the result does; below 1,
+// sinh comes from expm1 instead, which keeps small arguments accurate:
+// with e = expm1(|x|), sinh|x| = (e + e / (e + 1)) / 2.
+Value half_exp(Builder& b, Value ax) {
+  Value w = b.exp(b.mul(ax, splat(b, 0.5, ax)));
+  return b.mul(b.mul(w, splat(b, 0.5, ax)), w);
+}
 Value sinh_impl(Builder& b, Value x) {
-  Value e = b.expm1(b.abs(x));
-  Value s = b.mul(b.add(e, b.div(e, b.add(e, splat(b, 1, x)))), splat(b, 0.5, x));
-  return b.select(is_negative(b, x), b.neg(s), s);
+  Value ax = b.abs(x);
+  Value one = splat(b, 1, x);
+  Value small_x = b.min(ax, one);
+  Value e = b.expm1(small_x);
+  Value small = b.mul(b.add(e, b.div(e, b.add(e, one))), splat(b, 0.5, x));
+  Value s = half_exp(b, ax);
+  Value large = b.sub(s, b.div(splat(b, 0.25, x), s));
+  Value r = b.select(b.compare(ax, one, Compare::LT), small, large);
+  return b.select(is_negative(b, x), b.neg(r), r);
 }
 Value cosh_impl(Builder& b, Value x) {
-  Value e = b.exp(b.abs(x));
-  return b.mul(b.add(e, b.div(splat(b, 1, x), e)), splat(b, 0.5, x));
+  Value s = half_exp(b, b.abs(x));
+  return b.add(s, b.div(splat(b, 0.25, x), s));
 }
 // asinh(x) = sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2))); past 1e8 the
 // square overflows soon, and log(2|x|) is exact to the type.
@@ -255,6 +267,11 @@ Value atanh_impl(Builder& b, Value x) {
   Value q = b.div(b.mul(x, splat(b, 2, x)), b.sub(splat(b, 1, x), x));
   return b.mul(b.log1p(q), splat(b, 0.5, x));
 }
+// Composites round once, from op-math precision.
+Value log2_(Builder& b, Value x) { return in_opmath<log2_impl>(b, x); }
+Value log10_(Builder& b, Value x) { return in_opmath<log10_impl>(b, x); }
+Value asin_(Builder& b, Value x) { return in_opmath<asin_impl>(b, x); }
+Value acos_(Builder& b, Value x) { return in_opmath<acos_impl>(b, x); }
 Value sinh_(Builder& b, Value x) { return in_opmath<sinh_impl>(b, x); }
 Value cosh_(Builder& b, Value x) { return in_opmath<cosh_impl>(b, x); }
 Value asinh_(Builder& b, Value x) { return in_opmath<asinh_impl>(b, x); }
@@ -379,11 +396,13 @@ Values lower_nan_to_num(Context& ctx, const Args& args) {
 void check_alpha(E t, const Arg& alpha) {
   if (alpha.kind != Arg::Kind::Number) return;
   Number::Kind k = alpha.number.kind;
-  TPU_CHECK(!(is_int_or_bool(t) && (k == Number::Kind::Float || k == Number::Kind::Complex)),
+  TPU_CHECK(k != Number::Kind::Bool || t == E::Bool, ErrorKind::Runtime,
+            "Boolean alpha only supported for Boolean results.");
+  TPU_CHECK(hlo::is_float(t) || hlo::is_complex(t) || k == Number::Kind::Int || k == Number::Kind::Bool,
             ErrorKind::Runtime,
             "For integral input tensors, argument alpha must not be a floating point number.");
-  TPU_CHECK(t != E::Bool || k == Number::Kind::Bool, ErrorKind::Runtime,
-            "Boolean alpha only supported for Boolean results.");
+  TPU_CHECK(hlo::is_complex(t) || k != Number::Kind::Complex, ErrorKind::Runtime,
+            "For non-complex input tensors, argument alpha must not be a complex number.");
 }
 
 E arg_dtype(Context& ctx, const Arg& a) { return result_type(ctx, {&a}); }
@@ -472,7 +491,7 @@ Values lower_div(Context& ctx, const Args& args) { return {true_div(ctx, args.at
 Values lower_div_mode(Context& ctx, const Args& args) {
   const Arg& mode = args.at(2);
   if (mode.is_none()) return lower_div(ctx, args);
-  TPU_CHECK(mode.s == "trunc" || mode.s == "floor", ErrorKind::Value,
+  TPU_CHECK(mode.s == "trunc" || mode.s == "floor", ErrorKind::Runtime,
             "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
             mode.s, "'");
   return {rounded_div(ctx, args.at(0), args.at(1), mode.s == "floor")};
@@ -516,15 +535,17 @@ Values lower_pow_scalar(Context& ctx, const Args& args) {
   Builder& b = ctx.b;
   const Arg& e = args.at(1);
   E t = result_type(ctx, {&args.at(0), &e});
+  bool complex_exp = e.number.kind == Number::Kind::Complex;
+  double p = e.number.as_double();
+  Value x = cast(b, self_of(args), t);
+  // Powers 0 and 1 come before the type checks in PyTorch too (bool works).
+  if (!complex_exp && p == 0) return {splat(b, 1, x)};
+  if (!complex_exp && p == 1) return {x};
   check_dtype(t != E::Bool, "pow", t);
   bool int_exp = e.number.kind == Number::Kind::Int || e.number.kind == Number::Kind::Bool;
   TPU_CHECK(!(hlo::is_integral(t) && int_exp && e.number.i < 0), ErrorKind::Runtime,
             "Integers to negative integer powers are not allowed.");
-  Value x = cast(b, self_of(args), t);
-  double p = e.number.as_double();
-  if (e.number.kind != Number::Kind::Complex) {
-    if (p == 0) return {splat(b, 1, x)};
-    if (p == 1) return {x};
+  if (!complex_exp) {
     if (p == 2) return {b.mul(x, x)};
     if (p == 3) return {b.mul(b.mul(x, x), x)};
     if (hlo::is_float(t)) {
@@ -652,6 +673,13 @@ Values float_operands(Context& ctx, const Args& args) {
   return promoted(ctx, {&args.at(0), &args.at(1)}, t);
 }
 
+// Ops PyTorch only has float kernels for, computed in op-math precision.
+Values float_only_operands(Context& ctx, const Args& args, const char* kernel) {
+  E t = result_type(ctx, {&args.at(0), &args.at(1)});
+  check_dtype(hlo::is_float(t), kernel, t);
+  return promoted(ctx, {&args.at(0), &args.at(1)}, opmath(t));
+}
+
 Values lower_atan2(Context& ctx, const Args& args) {
   Values v = float_operands(ctx, args);
   return {ctx.b.atan2(v[0], v[1])};
@@ -661,7 +689,8 @@ Values lower_atan2(Context& ctx, const Args& args) {
 // underflow; an infinite side wins over NaN as in C's hypot.
 Values lower_hypot(Context& ctx, const Args& args) {
   Builder& b = ctx.b;
-  Values v = float_operands(ctx, args);
+  Values v = float_only_operands(ctx, args, "hypot_cpu");
+  E t = result_type(ctx, {&args.at(0), &args.at(1)});
   Value ax = b.abs(v[0]), ay = b.abs(v[1]);
   Value hi = b.max(ax, ay), lo = b.min(ax, ay);
   Value zero = splat(b, 0, hi);
@@ -671,7 +700,7 @@ Values lower_hypot(Context& ctx, const Args& args) {
   h = b.select(b.compare(hi, zero, Compare::EQ), zero, h);
   Value inf = splat(b, INFINITY, hi);
   Value any_inf = b.or_(b.compare(ax, inf, Compare::EQ), b.compare(ay, inf, Compare::EQ));
-  return {b.select(any_inf, inf, h)};
+  return {cast(b, b.select(any_inf, inf, h), t)};
 }
 
 Values lower_copysign(Context& ctx, const Args& args) {
@@ -697,11 +726,12 @@ Values lower_xlogy(Context& ctx, const Args& args) {
 // make x - y NaN and are their own answer.
 Values lower_logaddexp(Context& ctx, const Args& args) {
   Builder& b = ctx.b;
-  Values v = float_operands(ctx, args);
+  Values v = float_only_operands(ctx, args, "logaddexp_cpu");
+  E t = result_type(ctx, {&args.at(0), &args.at(1)});
   Value hi = b.max(v[0], v[1]);
   Value r = b.add(hi, b.log1p(b.exp(b.neg(b.abs(b.sub(v[0], v[1]))))));
   Value same_inf = b.and_(b.compare(v[0], v[1], Compare::EQ), isinf_(b, v[0]));
-  return {b.select(same_inf, v[0], r)};
+  return {cast(b, b.select(same_inf, v[0], r), t)};
 }
 
 // ---- comparisons, logical and bitwise ops

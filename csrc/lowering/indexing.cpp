@@ -95,11 +95,11 @@ std::vector<Value> lower_embedding(Context& ctx, const Args& a) {
                           result)};
 }
 
-Value scatter_add(Builder& b, Value operand, Value indices, Value updates,
-                  const Builder::ScatterDims& dims) {
+Value scatter_by(Builder& b, Value operand, Value indices, Value updates,
+                 const Builder::ScatterDims& dims, bool add) {
   if (updates.type.numel() == 0) return operand;
-  return b.scatter(operand, indices, updates, dims, [](Builder& r, const std::vector<Value>& x) {
-    return std::vector<Value>{r.add(x[0], x[1])};
+  return b.scatter(operand, indices, updates, dims, [add](Builder& r, const std::vector<Value>& x) {
+    return std::vector<Value>{add ? r.add(x[0], x[1]) : x[1]};
   });
 }
 
@@ -112,7 +112,7 @@ Value add_rows(Builder& b, Value rows, Value idx, int64_t num) {
   s.inserted_window_dims = {0};
   s.scatter_dims_to_operand_dims = {0};
   s.index_vector_dim = 1;
-  return scatter_add(b, b.zeros(rows.dtype(), out), idx, rows, s);
+  return scatter_by(b, b.zeros(rows.dtype(), out), idx, rows, s, true);
 }
 
 std::vector<Value> lower_embedding_dense_backward(Context& ctx, const Args& a) {
@@ -145,14 +145,30 @@ std::vector<Value> lower_embedding_dense_backward(Context& ctx, const Args& a) {
   return {cast(b, add_rows(b, rows, idx, num), grad.dtype())};
 }
 
-std::vector<Value> lower_index_add(Context& ctx, const Args& a) {
+// Negative positions count from the end (for the ops that allow them).
+Value wrap_negative(Builder& b, Value idx, int64_t size) {
+  Value i = cast(b, idx, E::I64);
+  Value zero = b.zeros(E::I64, i.shape());
+  Value wrapped = b.add(i, b.full(double(size), E::I64, i.shape()));
+  return b.select(b.compare(i, zero, Compare::LT), wrapped, i);
+}
+
+// index_add / index_copy: whole slices of source written along dim at the
+// positions in index, added (scaled by alpha) or replacing what is there.
+Value write_slices(Context& ctx, const Args& a, bool add) {
   Builder& b = ctx.b;
   Value self = a[0].as_tensor(), source = a[3].as_tensor();
-  TPU_CHECK(self.dtype() == source.dtype(), ErrorKind::Runtime, "index_add_(): self (",
-            scalar_type_name(self.dtype()), ") and source (", scalar_type_name(source.dtype()),
-            ") must have the same scalar type");
+  const char* op = add ? "index_add" : "index_copy";
+  if (add)
+    TPU_CHECK(self.dtype() == source.dtype(), ErrorKind::Runtime, "index_add_(): self (",
+              scalar_type_name(self.dtype()), ") and source (", scalar_type_name(source.dtype()),
+              ") must have the same scalar type");
+  else
+    TPU_CHECK(self.dtype() == source.dtype(), ErrorKind::Runtime,
+              "index_copy_(): self and source expected to have the same dtype, but got (self) ",
+              scalar_type_name(self.dtype()), " and (source) ", scalar_type_name(source.dtype()));
   int64_t dim = wrap_dim(a[1].as_int(), self.rank());
-  Value idx = index_vector(b, a[2].as_tensor(), "index_add");
+  Value idx = index_vector(b, a[2].as_tensor(), op);
   Shape shape = self.shape();
   bool scalar = self.rank() == 0;
   if (scalar) {
@@ -164,19 +180,94 @@ std::vector<Value> lower_index_add(Context& ctx, const Args& a) {
   // A 0-dim source stands for a 1-element slice.
   if (source.rank() == 0 && hlo::TensorType{E::F32, expect}.numel() == 1)
     source = b.reshape(source, expect);
-  TPU_CHECK(source.shape() == expect, ErrorKind::Runtime, "index_add_(): source shape ",
+  TPU_CHECK(source.shape() == expect, ErrorKind::Runtime, op, "_(): source shape ",
             hlo::shape_str(source.shape()), " does not match self ", hlo::shape_str(shape),
             " with ", idx.shape()[0], " indices along dim ", dim);
-  Value alpha = ctx.number(a[4], self.dtype());
-  Value updates = b.mul(source, broadcast_to(b, alpha, expect));
+  if (add) source = b.mul(source, broadcast_to(b, ctx.number(a[4], self.dtype()), expect));
   Builder::ScatterDims s;
   for (int64_t d = 0; d < self.rank(); ++d)
     if (d != dim) s.update_window_dims.push_back(d);
   s.inserted_window_dims = {dim};
   s.scatter_dims_to_operand_dims = {dim};
   s.index_vector_dim = 1;
-  Value r = scatter_add(b, self, idx, updates, s);
-  return {scalar ? b.reshape(r, {}) : r};
+  Value r = scatter_by(b, self, idx, source, s, add);
+  return scalar ? b.reshape(r, {}) : r;
+}
+
+std::vector<Value> lower_index_add(Context& ctx, const Args& a) { return {write_slices(ctx, a, true)}; }
+std::vector<Value> lower_index_copy(Context& ctx, const Args& a) {
+  return {write_slices(ctx, a, false)};
+}
+
+// index_fill: the slices along dim at index (negatives wrap) set to a scalar.
+std::vector<Value> lower_index_fill(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value self = a[0].as_tensor(), index = a[2].as_tensor();
+  int64_t dim = wrap_dim(a[1].as_int(), self.rank());
+  TPU_CHECK(index.rank() <= 1, ErrorKind::Runtime, "Index has to be a vector/scalar");
+  TPU_CHECK(is_index_type(index.dtype()), ErrorKind::Index,
+            "index_fill_(): Expected dtype int64 for index.");
+  Value value;
+  if (a[3].kind == Arg::Kind::Tensor) {
+    const Value& v = a[3].as_tensor();
+    TPU_CHECK(v.rank() == 0, ErrorKind::Runtime,
+              "index_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              v.rank(), " dimension(s).");
+    value = cast(b, v, self.dtype());
+  } else {
+    value = ctx.number(a[3], self.dtype());
+  }
+  int64_t n = self.rank() ? self.shape()[dim] : 1;
+  int64_t k = index.type.numel();
+  Value idx = b.reshape(wrap_negative(b, index, n), {k, 1});
+  Builder::ScatterDims s;
+  s.inserted_window_dims = {0};
+  s.scatter_dims_to_operand_dims = {0};
+  s.index_vector_dim = 1;
+  Value hit = scatter_by(b, b.full(0, E::Bool, {n}), idx, b.full(1, E::Bool, {k}), s, false);
+  Value mask = self.rank() ? b.broadcast_in_dim(hit, self.shape(), {dim}) : b.reshape(hit, {});
+  return {b.select(mask, broadcast_to(b, value, self.shape()), self)};
+}
+
+// take / put address self as if flattened; negative positions wrap.
+std::vector<Value> lower_take(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value self = a[0].as_tensor(), index = a[1].as_tensor();
+  TPU_CHECK(hlo::is_integral(index.dtype()), ErrorKind::Index,
+            "take(): Expected a long tensor for index, but got ", scalar_type_name(index.dtype()));
+  int64_t n = self.type.numel();
+  TPU_CHECK(n > 0 || index.type.numel() == 0, ErrorKind::Index,
+            "take(): tried to take from an empty tensor");
+  Shape one = index.shape();
+  one.push_back(1);
+  Builder::GatherDims g;
+  g.collapsed_slice_dims = {0};
+  g.start_index_map = {0};
+  g.index_vector_dim = index.rank();
+  return {gather_or_empty(b, b.reshape(self, {n}), b.reshape(wrap_negative(b, index, n), one), g, {1},
+                          index.shape())};
+}
+
+std::vector<Value> lower_put(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value self = a[0].as_tensor(), index = a[1].as_tensor(), source = a[2].as_tensor();
+  bool accumulate = a[3].as_bool();
+  int64_t n = self.type.numel(), k = index.type.numel();
+  TPU_CHECK(source.type.numel() == k, ErrorKind::Runtime,
+            "put_(): Expected source and index to have the same number of elements, but got "
+            "source.numel() = ",
+            source.type.numel(), ", index.numel() = ", k);
+  TPU_CHECK(source.dtype() == self.dtype(), ErrorKind::Runtime,
+            "put_(): self and source expected to have the same dtype, but got self.dtype = ",
+            scalar_type_name(self.dtype()), " and source.dtype = ", scalar_type_name(source.dtype()),
+            ".");
+  Builder::ScatterDims s;
+  s.inserted_window_dims = {0};
+  s.scatter_dims_to_operand_dims = {0};
+  s.index_vector_dim = 1;
+  Value r = scatter_by(b, b.reshape(self, {n}), b.reshape(wrap_negative(b, index, n), {k, 1}),
+                       b.reshape(source, {k}), s, accumulate);
+  return {b.reshape(r, self.shape())};
 }
 
 // ---- gather / scatter: one index per element
@@ -434,10 +525,7 @@ Advanced advanced(Builder& b, Value self, const std::vector<std::optional<Value>
     int64_t size = self.shape()[indexed[j]];
     TPU_CHECK(size > 0 || batch_numel == 0, ErrorKind::Index, "index 0 is out of bounds for dimension ",
               indexed[j], " with size 0");
-    Value v = broadcast_to(b, cast(b, idx[j], E::I64), adv.batch);
-    Value zero = b.zeros(E::I64, adv.batch);
-    Value wrapped = b.add(v, b.full(double(size), E::I64, adv.batch));
-    v = b.select(b.compare(v, zero, Compare::LT), wrapped, v);
+    Value v = wrap_negative(b, broadcast_to(b, idx[j], adv.batch), size);
     parts.push_back(b.reshape(v, one));
   }
   if (adv.k) adv.coords = parts.size() == 1 ? parts[0] : b.concatenate(parts, nb);
@@ -528,13 +616,18 @@ TPU_LOWERING("aten::embedding_dense_backward", lower_embedding_dense_backward);
 TPU_LOWERING("aten::gather", lower_gather);
 TPU_LOWERING("aten::index.Tensor", lower_index);
 TPU_LOWERING("aten::index_add", lower_index_add);
+TPU_LOWERING("aten::index_copy", lower_index_copy);
+TPU_LOWERING("aten::index_fill.int_Scalar", lower_index_fill);
+TPU_LOWERING("aten::index_fill.int_Tensor", lower_index_fill);
 TPU_LOWERING("aten::index_put", lower_index_put);
 TPU_LOWERING("aten::index_select", lower_index_select);
+TPU_LOWERING("aten::put", lower_put);
 TPU_LOWERING("aten::scatter.reduce", lower_scatter_legacy_reduce);
 TPU_LOWERING("aten::scatter.src", lower_scatter);
 TPU_LOWERING("aten::scatter.value", lower_scatter);
 TPU_LOWERING("aten::scatter.value_reduce", lower_scatter_legacy_reduce);
 TPU_LOWERING("aten::scatter_add", lower_scatter_add);
 TPU_LOWERING("aten::scatter_reduce.two", lower_scatter_reduce);
+TPU_LOWERING("aten::take", lower_take);
 
 }  // namespace torch_tpu::lowering

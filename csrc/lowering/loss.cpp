@@ -1,7 +1,8 @@
 // Losses. cross_entropy is composite (log_softmax + nll_loss, or a product
 // and sum for probability targets), so nll_loss carries class-index losses;
 // the pointwise losses (mse, smooth_l1, huber) share one table of formulas
-// and their derivatives, and binary_cross_entropy stands alone.
+// and their derivatives; binary cross entropy (on probabilities or logits)
+// stands alone.
 #include "lowering/common.h"
 #include "lowering/registry.h"
 
@@ -282,6 +283,26 @@ std::vector<Value> lower_binary_cross_entropy_backward(Context& ctx, const Args&
   return {cast(b, grad, o.out)};
 }
 
+// binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction):
+// (1 - t) x + (1 + (pw - 1) t) softplus(-x), with softplus(-x) written as
+// max(-x, 0) + log1p(exp(-|x|)) so large |x| neither overflows nor cancels.
+std::vector<Value> lower_binary_cross_entropy_with_logits(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Pair o = loss_operands(ctx, a[0], a[1], "binary_cross_entropy_with_logits");
+  E acc = o.x.dtype();
+  const Shape& s = o.x.shape();
+  Value one = b.full(1, acc, s), zero = b.zeros(acc, s);
+  Value softplus_neg = b.add(b.max(b.neg(o.x), zero), b.log1p(b.exp(b.neg(b.abs(o.x)))));
+  Value scale = one;
+  if (!a[3].is_none()) {
+    Value pw = broadcast_to(b, cast(b, a[3].as_tensor(), acc), s);
+    scale = b.add(one, b.mul(b.sub(pw, one), o.y));
+  }
+  Value loss = b.add(b.mul(b.sub(one, o.y), o.x), b.mul(scale, softplus_neg));
+  loss = b.mul(loss, bce_weight(b, a[2], s, acc));
+  return {cast(b, reduce_loss(b, loss, reduction_of(a[4])), o.out)};
+}
+
 std::vector<Value> lower_huber_loss(Context& ctx, const Args& a) {
   return {pointwise_forward(ctx, a, Pointwise::Huber)};
 }
@@ -317,6 +338,7 @@ std::vector<Value> lower_smooth_l1_loss_backward(Context& ctx, const Args& a) {
 
 TPU_LOWERING("aten::binary_cross_entropy", lower_binary_cross_entropy);
 TPU_LOWERING("aten::binary_cross_entropy_backward", lower_binary_cross_entropy_backward);
+TPU_LOWERING("aten::binary_cross_entropy_with_logits", lower_binary_cross_entropy_with_logits);
 TPU_LOWERING("aten::huber_loss", lower_huber_loss);
 TPU_LOWERING("aten::huber_loss_backward", lower_huber_loss_backward);
 TPU_LOWERING("aten::mse_loss", lower_mse_loss);

@@ -3,6 +3,7 @@
 // differs between ATen ops is PyTorch's choice of result dtype, the dims, and
 // the checks, which each lowering spells out.
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "lowering/common.h"
@@ -147,6 +148,33 @@ Value extreme_all(Context& ctx, Kind k, const char* op, const Arg& self) {
   return reduce(ctx.b, k, x, reduction_dims(Arg{}, x.rank()));
 }
 
+// aminmax: (min, max) in one lowering; its messages differ from amax's.
+std::vector<Value> min_and_max(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value x = a[0].as_tensor();
+  bool keepdim = arg_keepdim(a[2]);
+  std::vector<int64_t> dims;
+  if (a[1].is_none()) {
+    TPU_CHECK(x.type.numel() != 0, ErrorKind::Runtime,
+              "aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
+              "identity.");
+    dims = reduction_dims(Arg{}, x.rank());
+  } else {
+    dims = reduction_dims(a[1], x.rank());
+    for (int64_t d : dims)
+      TPU_CHECK(x.shape()[d] != 0, ErrorKind::Index, "aminmax: Expected reduction dim ", d,
+                " to have non-zero size.");
+  }
+  return {keep(b, reduce(b, Kind::Min, x, dims), x.shape(), dims, keepdim),
+          keep(b, reduce(b, Kind::Max, x, dims), x.shape(), dims, keepdim)};
+}
+
+Value count_nonzero_of(Context& ctx, const Value& x, const Arg& dims_arg) {
+  Builder& b = ctx.b;
+  Value nonzero = b.compare(x, b.zeros(x.dtype(), x.shape()), Compare::NE);
+  return reduce(b, Kind::Sum, b.convert(nonzero, E::I64), reduction_dims(dims_arg, x.rank()));
+}
+
 // (value, index) pairs reduced together along one dim. Ties go to the lower
 // index and NaN beats every number (the first NaN wins), as in PyTorch.
 std::pair<Value, Value> arg_reduce(Builder& b, Kind k, Value x, int64_t dim) {
@@ -252,21 +280,30 @@ Value logsumexp_of(Context& ctx, const Arg& self, const Arg& dims_arg, bool keep
   return cast(b, keep(b, r, x.shape(), dims, keepdim), out);
 }
 
+// An associative combination of the running values (earlier segment first)
+// with the values at the current position, elementwise over whole arrays.
+using ScanFn = std::function<std::vector<Value>(Builder&, const std::vector<Value>& earlier,
+                                                const std::vector<Value>& later)>;
+
 // Inclusive scan by doubling (Hillis-Steele): log2(n) shifted combines, each
-// linear, instead of a reduce_window whose cost grows with n^2.
-Value scan(Builder& b, Kind k, Value x, int64_t dim) {
-  int64_t n = x.shape()[dim], rank = x.rank();
+// linear, instead of a reduce_window whose cost grows with n^2. `fill` holds
+// each array's rank-0 identity, shifted in at the front.
+std::vector<Value> scan(Builder& b, std::vector<Value> xs, int64_t dim,
+                        const std::vector<Value>& fill, const ScanFn& fn) {
+  const Shape shape = xs[0].shape();  // a copy: xs is reassigned below
+  int64_t n = shape[dim], rank = xs[0].rank();
   std::vector<int64_t> start(rank, 0), strides(rank, 1), zeros(rank, 0);
   for (int64_t s = 1; s < n; s *= 2) {
-    std::vector<int64_t> limit = x.shape();
+    std::vector<int64_t> limit = shape;
     limit[dim] = n - s;
     std::vector<int64_t> low = zeros;
     low[dim] = s;
-    Value shifted = b.pad(b.slice(x, start, limit, strides), identity(b, k, x.dtype()), low,
-                          zeros, zeros);
-    x = combine(b, k, x, shifted);
+    std::vector<Value> shifted;
+    for (size_t i = 0; i < xs.size(); ++i)
+      shifted.push_back(b.pad(b.slice(xs[i], start, limit, strides), fill[i], low, zeros, zeros));
+    xs = fn(b, shifted, xs);
   }
-  return x;
+  return xs;
 }
 
 Value cumulative(Context& ctx, Kind k, const Args& args) {
@@ -275,8 +312,58 @@ Value cumulative(Context& ctx, Kind k, const Args& args) {
   int64_t dim = wrap_dim(args[1].as_int(), x.rank());
   E out = widened_type(x, args[2]);
   Value xa = cast(b, x, acc_type(out));
-  if (x.rank() > 0) xa = scan(b, k, xa, dim);
+  if (x.rank() > 0)
+    xa = scan(b, {xa}, dim, {identity(b, k, xa.dtype())},
+              [k](Builder& r, const std::vector<Value>& e, const std::vector<Value>& l) {
+                return std::vector<Value>{combine(r, k, e[0], l[0])};
+              })[0];
   return cast(b, xa, out);
+}
+
+// cummax/cummin: (values, int64 indices). NaN ranks above every number and
+// among equals (NaNs included) the later index wins, as in PyTorch.
+std::vector<Value> cumulative_extreme(Context& ctx, Kind k, const Args& args) {
+  Builder& b = ctx.b;
+  Value x = args[0].as_tensor();
+  int64_t dim = wrap_dim(args[1].as_int(), x.rank());
+  if (x.rank() == 0) return {x, b.constant_int(0, E::I64)};
+  Value idx = b.iota(hlo::TensorType{E::I64, x.shape()}, dim);
+  bool is_float = hlo::is_float(x.dtype());
+  return scan(b, {x, idx}, dim, {identity(b, k, x.dtype()), b.constant_int(0, E::I64)},
+              [k, is_float](Builder& r, const std::vector<Value>& e, const std::vector<Value>& l) {
+                Value later = r.compare(l[0], e[0], k == Kind::Max ? Compare::GE : Compare::LE);
+                if (is_float)
+                  later = r.or_(is_nan(r, l[0]), r.and_(r.not_(is_nan(r, e[0])), later));
+                return std::vector<Value>{r.select(later, l[0], e[0]), r.select(later, l[1], e[1])};
+              });
+}
+
+// log(exp(a) + exp(b)) without overflow; infinite maxima (both -inf, or a
+// +inf) pass through instead of producing inf - inf.
+Value log_add_exp(Builder& b, Value a, Value c) {
+  E t = a.dtype();
+  const Shape& s = a.shape();
+  Value m = b.max(a, c);
+  Value r = b.add(m, b.log1p(b.exp(b.sub(b.min(a, c), m))));
+  Value inf = b.full(std::numeric_limits<double>::infinity(), t, s);
+  r = b.select(b.compare(b.abs(m), inf, Compare::EQ), m, r);
+  return b.select(b.or_(is_nan(b, a), is_nan(b, c)), b.add(a, c), r);
+}
+
+Value log_cumsum_exp(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  Value x = args[0].as_tensor();
+  int64_t dim = wrap_dim(args[1].as_int(), x.rank());
+  TPU_CHECK(hlo::is_float(x.dtype()), ErrorKind::NotImplemented,
+            "\"logcumsumexp_out_cpu\" not implemented for '", scalar_type_name(x.dtype()), "'");
+  E acc = acc_type(x.dtype());
+  Value xa = cast(b, x, acc);
+  if (x.rank() > 0)
+    xa = scan(b, {xa}, dim, {b.min_value(acc)},
+              [](Builder& r, const std::vector<Value>& e, const std::vector<Value>& l) {
+                return std::vector<Value>{log_add_exp(r, e[0], l[0])};
+              })[0];
+  return cast(b, xa, x.dtype());
 }
 
 // ord is a static number (the program's shape depends on it).
@@ -327,6 +414,7 @@ std::vector<Value> lower_amax(Context& ctx, const Args& a) {
 std::vector<Value> lower_amin(Context& ctx, const Args& a) {
   return {extreme(ctx, Kind::Min, "amin", a[0], a[1], arg_keepdim(a[2]))};
 }
+std::vector<Value> lower_aminmax(Context& ctx, const Args& a) { return min_and_max(ctx, a); }
 std::vector<Value> lower_any(Context& ctx, const Args& a) {
   return {logical(ctx, Kind::Or, a[0], Arg{}, false)};
 }
@@ -338,6 +426,15 @@ std::vector<Value> lower_argmax(Context& ctx, const Args& a) {
 }
 std::vector<Value> lower_argmin(Context& ctx, const Args& a) {
   return {arg_index(ctx, Kind::Min, "argmin", a)};
+}
+std::vector<Value> lower_count_nonzero(Context& ctx, const Args& a) {
+  return {count_nonzero_of(ctx, a[0].as_tensor(), a[1])};
+}
+std::vector<Value> lower_cummax(Context& ctx, const Args& a) {
+  return cumulative_extreme(ctx, Kind::Max, a);
+}
+std::vector<Value> lower_cummin(Context& ctx, const Args& a) {
+  return cumulative_extreme(ctx, Kind::Min, a);
 }
 std::vector<Value> lower_cumprod(Context& ctx, const Args& a) {
   return {cumulative(ctx, Kind::Prod, a)};
@@ -356,6 +453,9 @@ std::vector<Value> lower_foreach_norm(Context& ctx, const Args& a) {
 std::vector<Value> lower_linalg_vector_norm(Context& ctx, const Args& a) {
   return {vector_norm(ctx, a[0].as_tensor(), a[1].number.as_double(), a[2], arg_keepdim(a[3]),
                       a[4].opt_dtype())};
+}
+std::vector<Value> lower_logcumsumexp(Context& ctx, const Args& a) {
+  return {log_cumsum_exp(ctx, a)};
 }
 std::vector<Value> lower_logsumexp(Context& ctx, const Args& a) {
   return {logsumexp_of(ctx, a[0], a[1], arg_keepdim(a[2]))};
@@ -377,6 +477,14 @@ std::vector<Value> lower_min(Context& ctx, const Args& a) {
 }
 std::vector<Value> lower_min_dim(Context& ctx, const Args& a) {
   return extreme_dim(ctx, Kind::Min, "min", a);
+}
+// NaNs count as zero; integers have none.
+std::vector<Value> lower_nansum(Context& ctx, const Args& a) {
+  Arg clean = a[0];
+  Value x = clean.as_tensor();
+  if (hlo::is_float(x.dtype()))
+    clean.tensor = ctx.b.select(is_nan(ctx.b, x), ctx.b.zeros(x.dtype(), x.shape()), x);
+  return {arith(ctx, Kind::Sum, clean, a[1], arg_keepdim(a[2]), a[3])};
 }
 std::vector<Value> lower_prod(Context& ctx, const Args& a) {
   return {arith(ctx, Kind::Prod, a[0], Arg{}, false, a[1])};
@@ -409,14 +517,20 @@ TPU_LOWERING("aten::all.dim", lower_all_dim);
 TPU_LOWERING("aten::all.dims", lower_all_dim);
 TPU_LOWERING("aten::amax", lower_amax);
 TPU_LOWERING("aten::amin", lower_amin);
+TPU_LOWERING("aten::aminmax", lower_aminmax);
 TPU_LOWERING("aten::any", lower_any);
 TPU_LOWERING("aten::any.dim", lower_any_dim);
 TPU_LOWERING("aten::any.dims", lower_any_dim);
 TPU_LOWERING("aten::argmax", lower_argmax);
 TPU_LOWERING("aten::argmin", lower_argmin);
+TPU_LOWERING("aten::count_nonzero", lower_count_nonzero);
+TPU_LOWERING("aten::count_nonzero.dim_IntList", lower_count_nonzero);
+TPU_LOWERING("aten::cummax", lower_cummax);
+TPU_LOWERING("aten::cummin", lower_cummin);
 TPU_LOWERING("aten::cumprod", lower_cumprod);
 TPU_LOWERING("aten::cumsum", lower_cumsum);
 TPU_LOWERING("aten::linalg_vector_norm", lower_linalg_vector_norm, /*static_numbers=*/true);
+TPU_LOWERING("aten::logcumsumexp", lower_logcumsumexp);
 TPU_LOWERING("aten::logsumexp", lower_logsumexp);
 TPU_LOWERING("aten::max", lower_max);
 TPU_LOWERING("aten::max.dim", lower_max_dim);
@@ -424,6 +538,7 @@ TPU_LOWERING("aten::mean", lower_mean);
 TPU_LOWERING("aten::mean.dim", lower_mean_dim);
 TPU_LOWERING("aten::min", lower_min);
 TPU_LOWERING("aten::min.dim", lower_min_dim);
+TPU_LOWERING("aten::nansum", lower_nansum);
 TPU_LOWERING("aten::prod", lower_prod);
 TPU_LOWERING("aten::prod.dim_int", lower_prod_dim);
 TPU_LOWERING("aten::std.correction", lower_std);

@@ -1,5 +1,5 @@
 // Ops that copy data into a new shape: cat, stack, padding, repeat, flip,
-// roll, tril/triu. (Views — view, transpose, slice, expand — are metadata
+// roll, tril/triu, narrow_copy, and diagonals copied out or embedded. (Views — view, transpose, slice, expand — are metadata
 // handled by aten/ and runtime/, not lowerings.)
 #include <algorithm>
 
@@ -187,6 +187,122 @@ std::vector<Value> lower_roll(Context& ctx, const Args& a) {
   return {x};
 }
 
+std::vector<Value> lower_narrow_copy(Context& ctx, const Args& a) {
+  Value x = a[0].as_tensor();
+  TPU_CHECK(x.rank() > 0, ErrorKind::Runtime, "narrow() cannot be applied to a 0-dim tensor.");
+  int64_t dim = wrap_dim(a[1].as_int(), x.rank());
+  int64_t size = x.shape()[dim], start = a[2].as_int(), length = a[3].as_int();
+  TPU_CHECK(start >= -size && start <= size, ErrorKind::Index,
+            "start out of range (expected to be in range of [", -size, ", ", size, "], but got ",
+            start, ")");
+  if (start < 0) start += size;
+  TPU_CHECK(length >= 0 && start + length <= size, ErrorKind::Runtime, "start (", start,
+            ") + length (", length, ") exceeds dimension size (", size, ").");
+  Dims begin(x.rank(), 0), limit = x.shape(), strides(x.rank(), 1);
+  begin[dim] = start;
+  limit[dim] = start + length;
+  return {ctx.b.slice(x, begin, limit, strides)};
+}
+
+// The diagonal of dims (dim1, dim2) with an offset, as PyTorch's diagonal
+// lays it out: the other dims in order, then the diagonal last. Reading it
+// (diagonal_copy) is a gather of (row, col) pairs; writing it into zeros
+// (diagonal_backward, diag_embed) is the matching scatter.
+struct Diagonal {
+  Dims perm;       // the other dims in order, then dim1, dim2
+  Shape permuted;  // the input's shape in that order
+  Shape result;    // the other dims, then the diagonal's length
+  int64_t length = 0;
+  Value coords;    // [length, 2]: (row, col) of each element; unset when empty
+};
+
+Diagonal diagonal_of(Builder& b, const Shape& shape, int64_t offset, int64_t dim1, int64_t dim2) {
+  int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t d1 = wrap_dim(dim1, rank), d2 = wrap_dim(dim2, rank);
+  TPU_CHECK(d1 != d2, ErrorKind::Runtime, "diagonal dimensions cannot be identical ", dim1, ", ",
+            dim2);
+  Diagonal d;
+  for (int64_t i = 0; i < rank; ++i)
+    if (i != d1 && i != d2) {
+      d.perm.push_back(i);
+      d.result.push_back(shape[i]);
+    }
+  d.perm.push_back(d1);
+  d.perm.push_back(d2);
+  for (int64_t i : d.perm) d.permuted.push_back(shape[i]);
+  int64_t n1 = shape[d1], n2 = shape[d2];
+  d.length = std::max<int64_t>(offset >= 0 ? std::min(n1, n2 - offset) : std::min(n1 + offset, n2), 0);
+  d.result.push_back(d.length);
+  if (d.length > 0) {
+    hlo::TensorType it{E::I64, {d.length, 1}};
+    Value row = b.add(b.iota(it, 0), b.full(double(offset >= 0 ? 0 : -offset), E::I64, {d.length, 1}));
+    Value col = b.add(b.iota(it, 0), b.full(double(offset >= 0 ? offset : 0), E::I64, {d.length, 1}));
+    d.coords = b.concatenate({row, col}, 1);
+  }
+  return d;
+}
+
+Dims inverse(const Dims& p) {
+  Dims inv(p.size());
+  for (size_t i = 0; i < p.size(); ++i) inv[p[i]] = static_cast<int64_t>(i);
+  return inv;
+}
+
+// `diag` (others + [length]) written onto the diagonal of zeros of `shape`.
+Value embed_diagonal(Builder& b, Value diag, const Shape& shape, int64_t offset, int64_t dim1,
+                     int64_t dim2) {
+  Diagonal d = diagonal_of(b, shape, offset, dim1, dim2);
+  TPU_CHECK(diag.shape() == d.result, ErrorKind::Runtime, "diagonal of ", hlo::shape_str(shape),
+            " has shape ", hlo::shape_str(d.result), ", got ", hlo::shape_str(diag.shape()));
+  if (d.length == 0 || diag.type.numel() == 0) return b.zeros(diag.dtype(), shape);
+  Value zeros = b.zeros(diag.dtype(), d.permuted);
+  int64_t nb = static_cast<int64_t>(d.result.size()) - 1;
+  Builder::ScatterDims s;
+  for (int64_t i = 0; i < nb; ++i) s.update_window_dims.push_back(i);
+  s.inserted_window_dims = {nb, nb + 1};
+  s.scatter_dims_to_operand_dims = {nb, nb + 1};
+  s.index_vector_dim = 1;
+  Value r = b.scatter(zeros, d.coords, diag, s, [](Builder&, const std::vector<Value>& x) {
+    return std::vector<Value>{x[1]};
+  });
+  return b.transpose(r, inverse(d.perm));
+}
+
+std::vector<Value> lower_diagonal_copy(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value x = a[0].as_tensor();
+  Diagonal d = diagonal_of(b, x.shape(), a[1].as_int(), a[2].as_int(), a[3].as_int());
+  if (hlo::TensorType{x.dtype(), d.result}.numel() == 0) return {b.zeros(x.dtype(), d.result)};
+  int64_t nb = static_cast<int64_t>(d.result.size()) - 1;
+  Builder::GatherDims g;
+  for (int64_t i = 0; i < nb; ++i) g.offset_dims.push_back(i);
+  g.collapsed_slice_dims = {nb, nb + 1};
+  g.start_index_map = {nb, nb + 1};
+  g.index_vector_dim = 1;
+  Dims slice(d.result.begin(), d.result.end() - 1);
+  slice.push_back(1);
+  slice.push_back(1);
+  return {b.gather(b.transpose(x, d.perm), d.coords, g, slice, d.result)};
+}
+
+std::vector<Value> lower_diagonal_backward(Context& ctx, const Args& a) {
+  return {embed_diagonal(ctx.b, a[0].as_tensor(), a[1].as_ints(), a[2].as_int(), a[3].as_int(),
+                         a[4].as_int())};
+}
+
+std::vector<Value> lower_diag_embed(Context& ctx, const Args& a) {
+  Value x = a[0].as_tensor();
+  TPU_CHECK(x.rank() >= 1, ErrorKind::Runtime, "diag_embed: expected a tensor of at least 1 dimension");
+  int64_t offset = a[1].as_int(), rank = x.rank() + 1;
+  int64_t d1 = wrap_dim(a[2].as_int(), rank), d2 = wrap_dim(a[3].as_int(), rank);
+  TPU_CHECK(d1 != d2, ErrorKind::Runtime, "diagonal dimensions cannot be identical ", a[2].as_int(),
+            ", ", a[3].as_int());
+  int64_t n = x.shape().back() + (offset < 0 ? -offset : offset);
+  Shape out;
+  for (int64_t i = 0, j = 0; i < rank; ++i) out.push_back(i == d1 || i == d2 ? n : x.shape()[j++]);
+  return {embed_diagonal(ctx.b, x, out, offset, d1, d2)};
+}
+
 enum class Triangle { Lower, Upper };
 
 Value triangle(Context& ctx, const Args& a, Triangle which) {
@@ -210,7 +326,11 @@ std::vector<Value> lower_triu(Context& ctx, const Args& a) { return {triangle(ct
 
 TPU_LOWERING("aten::cat", lower_cat);
 TPU_LOWERING("aten::constant_pad_nd", lower_constant_pad_nd);
+TPU_LOWERING("aten::diag_embed", lower_diag_embed);
+TPU_LOWERING("aten::diagonal_backward", lower_diagonal_backward);
+TPU_LOWERING("aten::diagonal_copy", lower_diagonal_copy);
 TPU_LOWERING("aten::flip", lower_flip);
+TPU_LOWERING("aten::narrow_copy", lower_narrow_copy);
 TPU_LOWERING("aten::repeat", lower_repeat);
 TPU_LOWERING("aten::roll", lower_roll);
 TPU_LOWERING("aten::stack", lower_stack);

@@ -1,0 +1,367 @@
+// Random ops on StableHLO's PHILOX bit generator. The generator argument is
+// (seed, offset); the same pair always gives the same numbers, so
+// torch.manual_seed replays a stream.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "lowering/common.h"
+#include "lowering/registry.h"
+
+namespace torch_tpu::lowering {
+
+namespace {
+
+using hlo::Builder;
+using hlo::Compare;
+using hlo::TensorType;
+using E = ElementType;
+using Values = std::vector<Value>;
+
+Value splat(Builder& b, double v, const Value& like) {
+  return b.full(v, like.dtype(), like.shape());
+}
+
+// A ui64 constant of any value (constant_int stops at INT64_MAX).
+Value u64(Builder& b, uint64_t v, const Shape& shape = {}) {
+  TensorType t = hlo::scalar_type(E::U64);
+  Value c = b.op("stablehlo.constant", {}, t, "value = dense<" + std::to_string(v) + "> : " + t.str());
+  return shape.empty() ? c : b.broadcast_in_dim(c, shape, {});
+}
+
+// SplitMix64's finalizer: a bijective mix of 64 bits.
+Value mix64(Builder& b, Value z) {
+  z = b.mul(b.xor_(z, b.shift_right_logical(z, u64(b, 30))), u64(b, 0xBF58476D1CE4E5B9ull));
+  z = b.mul(b.xor_(z, b.shift_right_logical(z, u64(b, 27))), u64(b, 0x94D049BB133111EBull));
+  return b.xor_(z, b.shift_right_logical(z, u64(b, 31)));
+}
+
+// A stream of random bits for one op. The generator's offset advances by the
+// number of values each op draws, while PHILOX's counter advances by 128-bit
+// blocks, so using the offset as the counter would make neighbouring ops
+// overlap. Instead (seed, offset) are hashed into the PHILOX key and the
+// counter starts at 0: every (seed, offset) gets its own stream.
+class Bits {
+ public:
+  Bits(Context& ctx, const Arg& generator) : b_(ctx.b) {
+    Value state = ctx.rng_state(generator);
+    auto word = [&](int64_t i) { return b_.reshape(b_.slice(state, {i}, {i + 1}, {1}), {}); };
+    Value offset_key = mix64(b_, b_.add(word(1), u64(b_, 0x9E3779B97F4A7C15ull)));
+    Value key = mix64(b_, b_.xor_(word(0), offset_key));
+    state_ = b_.concatenate({b_.reshape(key, {1}), u64(b_, 0, {1})}, 0);
+  }
+
+  // Uniform bits of an unsigned type.
+  Value draw(E type, const Shape& shape) {
+    return b_.rng_bit_generator(state_, TensorType{type, shape}, &state_);
+  }
+
+  // Uniform floats in [0, 1) of type `acc` (f32 or f64) holding `digits`
+  // random bits: k / 2^digits, exactly representable in the target type.
+  Value uniform(E acc, int digits, const Shape& shape) {
+    bool wide = acc == E::F64;
+    Value bits = draw(wide ? E::U64 : E::U32, shape);
+    int width = wide ? 64 : 32;
+    Value shift = b_.full(width - digits, bits.dtype(), shape);
+    Value k = b_.convert(b_.shift_right_logical(bits, shift), acc);
+    return b_.mul(k, b_.full(std::ldexp(1.0, -digits), acc, shape));
+  }
+
+ private:
+  Builder& b_;
+  Value state_;
+};
+
+// Mantissa digits of a float type (std::numeric_limits<T>::digits).
+int digits(E t) {
+  switch (t) {
+    case E::F64: return 53;
+    case E::F32: return 24;
+    case E::F16: return 11;
+    case E::BF16: return 8;
+    default: return 24;
+  }
+}
+
+E acc_type(E t) { return t == E::F64 ? E::F64 : E::F32; }
+
+const Value& self_of(const Args& args) { return args.at(0).as_tensor(); }
+
+// uniform(self, from, to, *, generator): values in [from, to), computed as
+// from + u (to - from) in the accumulation type like PyTorch's CPU kernel.
+Values lower_uniform(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  Value self = self_of(args);
+  E t = self.dtype();
+  check_dtype(hlo::is_float(t), "check_uniform_bounds", t);
+  double from = args.at(1).as_float(), to = args.at(2).as_float();
+  TPU_CHECK(from <= to, ErrorKind::Runtime, "uniform_ expects to return a [from, to) range, but found from=",
+            from, " > to=", to);
+  Bits bits(ctx, args.at(3));
+  Value u = bits.uniform(acc_type(t), digits(t), self.shape());
+  Value r = b.add(b.mul(u, splat(b, to - from, u)), splat(b, from, u));
+  return {cast(b, r, t)};
+}
+
+// Standard normal values by Box-Muller (the cosine half).
+Value standard_normal(Bits& bits, Builder& b, E acc, const Shape& shape) {
+  int d = acc == E::F64 ? 53 : 24;
+  Value u1 = bits.uniform(acc, d, shape);
+  Value u2 = bits.uniform(acc, d, shape);
+  // 1 - u1 is in (0, 1], so the log is finite.
+  Value radius = b.sqrt(b.mul(b.log(b.sub(splat(b, 1, u1), u1)), splat(b, -2, u1)));
+  return b.mul(radius, b.cosine(b.mul(u2, splat(b, 2 * M_PI, u2))));
+}
+
+// normal_functional(self, mean, std, *, generator)
+Values lower_normal(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  Value self = self_of(args);
+  E t = self.dtype();
+  check_dtype(hlo::is_float(t), "normal_kernel_cpu", t);
+  double mean = args.at(1).as_float(), std = args.at(2).as_float();
+  TPU_CHECK(std >= 0.0, ErrorKind::Runtime, "normal expects std >= 0.0, but found std ", std);
+  Bits bits(ctx, args.at(3));
+  Value z = standard_normal(bits, b, acc_type(t), self.shape());
+  return {cast(b, b.add(b.mul(z, splat(b, std, z)), splat(b, mean, z)), t)};
+}
+
+// ---- distributions by inverse transform of a uniform draw
+
+// A float tensor argument's type and a uniform draw for it in op-math
+// precision; `kernel` names PyTorch's kernel in the dtype error.
+Value uniform_for(Context& ctx, const Arg& self, const Arg& generator, const char* kernel) {
+  E t = self.as_tensor().dtype();
+  check_dtype(hlo::is_float(t), kernel, t);
+  Bits bits(ctx, generator);
+  return bits.uniform(acc_type(t), acc_type(t) == E::F64 ? 53 : 24, self.tensor.shape());
+}
+
+// exponential(self, lambd): -log(1 - u) / lambd
+Values lower_exponential(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  double lambd = args.at(1).as_float();
+  TPU_CHECK(lambd > 0.0, ErrorKind::Runtime, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+  Value u = uniform_for(ctx, args.at(0), args.at(2), "exponential_cpu");
+  Value r = b.div(b.neg(b.log1p(b.neg(u))), splat(b, lambd, u));
+  return {cast(b, r, args[0].tensor.dtype())};
+}
+
+// geometric(self, p): the number of trials up to the first success,
+// ceil(log(1 - u) / log(1 - p)); any numeric type.
+Values lower_geometric(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  Value self = self_of(args);
+  double p = args.at(1).as_float();
+  TPU_CHECK(p > 0 && p < 1, ErrorKind::Runtime, "geometric_ expects p to be in (0, 1), but got p=", p);
+  E acc = self.dtype() == E::F64 ? E::F64 : E::F32;
+  Bits bits(ctx, args.at(2));
+  Value u = bits.uniform(acc, acc == E::F64 ? 53 : 24, self.shape());
+  Value r = b.ceil(b.div(b.log1p(b.neg(u)), splat(b, std::log1p(-p), u)));
+  // u = 0 gives 0 trials; the least count is 1.
+  r = b.max(r, splat(b, 1, r));
+  return {cast(b, r, self.dtype())};
+}
+
+// log_normal(self, mean, std): exp of a normal draw.
+Values lower_log_normal(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  Value self = self_of(args);
+  E t = self.dtype();
+  check_dtype(hlo::is_float(t), "log_normal_cpu", t);
+  double mean = args.at(1).as_float(), std = args.at(2).as_float();
+  TPU_CHECK(std > 0.0, ErrorKind::Runtime, "log_normal_ expects std > 0.0, but found std=", std);
+  Bits bits(ctx, args.at(3));
+  Value z = standard_normal(bits, b, acc_type(t), self.shape());
+  return {cast(b, b.exp(b.add(b.mul(z, splat(b, std, z)), splat(b, mean, z))), t)};
+}
+
+// cauchy(self, median, sigma): median + sigma tan(pi (u - 1/2))
+Values lower_cauchy(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  double median = args.at(1).as_float(), sigma = args.at(2).as_float();
+  TPU_CHECK(sigma > 0.0, ErrorKind::Runtime, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
+  Value u = uniform_for(ctx, args.at(0), args.at(3), "cauchy_cpu");
+  Value angle = b.mul(b.sub(u, splat(b, 0.5, u)), splat(b, M_PI, u));
+  Value r = b.add(b.mul(b.tan(angle), splat(b, sigma, u)), splat(b, median, u));
+  return {cast(b, r, args[0].tensor.dtype())};
+}
+
+// 1 where a uniform draw falls below p, in `type`.
+Value bernoulli_mask(Context& ctx, const Arg& generator, Value p, E type) {
+  Builder& b = ctx.b;
+  Bits bits(ctx, generator);
+  Value u = bits.uniform(p.dtype(), digits(p.dtype()), p.shape());
+  Value hit = b.compare(u, p, Compare::LT);
+  return type == E::Bool ? hit : b.convert(hit, type);
+}
+
+// bernoulli.p(self, p, *, generator): self's shape and type.
+Values lower_bernoulli_p(Context& ctx, const Args& args) {
+  Value self = self_of(args);
+  double p = args.at(1).as_float();
+  TPU_CHECK(p >= 0 && p <= 1, ErrorKind::Runtime, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+  Value pv = ctx.b.full(p, E::F32, self.shape());
+  return {bernoulli_mask(ctx, args.at(2), pv, self.dtype())};
+}
+
+// bernoulli.Tensor(self, p, *, generator): p broadcast to self's shape.
+Values lower_bernoulli_tensor(Context& ctx, const Args& args) {
+  Value self = self_of(args);
+  Value p = args.at(1).as_tensor();
+  check_dtype(hlo::is_float(p.dtype()), "bernoulli_tensor_cpu_p_", p.dtype());
+  p = broadcast_to(ctx.b, cast(ctx.b, p, acc_type(p.dtype())), self.shape());
+  return {bernoulli_mask(ctx, args.at(2), p, self.dtype())};
+}
+
+// bernoulli(self, *, generator): self holds the probabilities.
+Values lower_bernoulli(Context& ctx, const Args& args) {
+  Value self = self_of(args);
+  check_dtype(hlo::is_float(self.dtype()), "bernoulli_tensor_cpu_self_", self.dtype());
+  Value p = cast(ctx.b, self, acc_type(self.dtype()));
+  return {bernoulli_mask(ctx, args.at(1), p, self.dtype())};
+}
+
+// native_dropout(input, p, train): (input * mask / (1 - p), mask). Outside
+// training (train == false) the input passes through with an all-true mask.
+// The op takes no generator: a None generator means the default one.
+Values lower_native_dropout(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  Value x = self_of(args);
+  double p = args.at(1).as_float();
+  const Arg& train = args.at(2);
+  if (!train.is_none() && !train.as_bool()) return {x, b.full(1, E::Bool, x.shape())};
+  TPU_CHECK(p >= 0 && p <= 1, ErrorKind::Value,
+            "dropout probability has to be between 0 and 1, but got ", p);
+  double keep = 1 - p;
+  Arg default_generator;
+  Value mask = bernoulli_mask(ctx, default_generator, b.full(keep, E::F32, x.shape()), E::Bool);
+  E t = x.dtype();
+  E c = opmath(t);
+  double scale = keep == 0 ? 0 : 1 / keep;
+  Value kept = b.select(mask, cast(b, x, c), b.full(0, c, x.shape()));
+  return {cast(b, b.mul(kept, b.full(scale, c, x.shape())), t), mask};
+}
+
+// native_dropout_backward(grad, mask, scale) = grad * mask * scale
+Values lower_native_dropout_backward(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  Value g = args.at(0).as_tensor();
+  Value mask = args.at(1).as_tensor();
+  E t = g.dtype();
+  E c = opmath(t);
+  Shape shape = broadcast_shapes(g.shape(), mask.shape());
+  Value m = broadcast_to(b, cast(b, mask, c), shape);
+  Value r = b.mul(b.mul(broadcast_to(b, cast(b, g, c), shape), m), b.full(args.at(2).as_float(), c, shape));
+  return {cast(b, r, t)};
+}
+
+// ---- random_: integers uniform over [from, to)
+
+// The largest value random_() without bounds produces, per PyTorch: 2^digits
+// for floats (every integer up to it is exact), the type's max for integers.
+uint64_t default_to(E t) {
+  if (hlo::is_float(t)) return (uint64_t{1} << digits(t)) + 1;
+  switch (t) {
+    case E::Bool: return 2;
+    case E::U8: return 256;
+    case E::I8: return 128;
+    case E::I16: return 32768;
+    case E::I32: return uint64_t{1} << 31;
+    case E::U16: return 65536;
+    case E::U32: return uint64_t{1} << 32;
+    default: return uint64_t{1} << 63;  // i64, u64
+  }
+}
+
+// from + bits % range, drawing 64-bit words when the range needs them. A
+// range of 0 stands for 2^64 (every int64).
+Value random_range(Context& ctx, const Arg& generator, const Value& self, int64_t from,
+                   uint64_t range) {
+  Builder& b = ctx.b;
+  const Shape& shape = self.shape();
+  Bits bits(ctx, generator);
+  bool wide = range == 0 || range > (uint64_t{1} << 32);
+  Value r = bits.draw(wide ? E::U64 : E::U32, shape);
+  if (!wide) r = b.convert(r, E::U64);
+  Value v;
+  if (range == 0) {
+    v = b.bitcast_convert(r, {E::I64, shape});
+  } else {
+    Value k = b.convert(b.rem(r, u64(b, range, shape)), E::I64);
+    v = b.add(k, broadcast_to(b, b.constant_int(from, E::I64), shape));
+  }
+  E t = self.dtype();
+  return t == E::Bool ? b.compare(v, b.zeros(E::I64, shape), Compare::NE) : b.convert(v, t);
+}
+
+Values lower_random(Context& ctx, const Args& args) {
+  Value self = self_of(args);
+  return {random_range(ctx, args.at(1), self, 0, default_to(self.dtype()))};
+}
+
+void check_from_to(int64_t from, int64_t to) {
+  TPU_CHECK(from < to, ErrorKind::Runtime, "random_ expects 'from' to be less than 'to', but got from=",
+            from, " >= to=", to);
+}
+
+// random.from(self, from, to?, *, generator)
+Values lower_random_from(Context& ctx, const Args& args) {
+  Value self = self_of(args);
+  int64_t from = args.at(1).as_int();
+  std::optional<int64_t> to = args.at(2).opt_int();
+  uint64_t range;
+  if (to) {
+    check_from_to(from, *to);
+    range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
+  } else {
+    range = default_to(self.dtype()) - static_cast<uint64_t>(from);
+  }
+  return {random_range(ctx, args.at(3), self, from, range)};
+}
+
+// random.to(self, to, *, generator)
+Values lower_random_to(Context& ctx, const Args& args) {
+  Value self = self_of(args);
+  int64_t to = args.at(1).as_int();
+  check_from_to(0, to);
+  return {random_range(ctx, args.at(2), self, 0, static_cast<uint64_t>(to))};
+}
+
+// randperm.generator(n, *, generator, dtype, ...): 0..n-1 ordered by random
+// 64-bit keys, so that ties (and the bias they bring) are negligible.
+Values lower_randperm(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  int64_t n = args.at(0).as_int();
+  TPU_CHECK(n >= 0, ErrorKind::Runtime, "n must be non-negative, got", n);
+  E t = args.size() > 2 && !args[2].is_none() ? args[2].as_dtype() : E::I64;
+  Shape shape{n};
+  Bits bits(ctx, args.at(1));
+  Value keys = bits.draw(E::U64, shape);
+  Value order = b.iota(TensorType{E::I64, shape}, 0);
+  auto sorted = b.sort({keys, order}, 0, /*is_stable=*/true,
+                       [](Builder& rb, const Values& v) { return Values{rb.compare(v[0], v[1], Compare::LT)}; });
+  return {cast(b, sorted[1], t)};
+}
+
+}  // namespace
+
+// Sorted by op name.
+TPU_LOWERING("aten::bernoulli", lower_bernoulli);
+TPU_LOWERING("aten::bernoulli.Tensor", lower_bernoulli_tensor);
+TPU_LOWERING("aten::bernoulli.p", lower_bernoulli_p);
+TPU_LOWERING("aten::cauchy", lower_cauchy);
+TPU_LOWERING("aten::exponential", lower_exponential);
+TPU_LOWERING("aten::geometric", lower_geometric);
+TPU_LOWERING("aten::log_normal", lower_log_normal);
+TPU_LOWERING("aten::native_dropout", lower_native_dropout);
+TPU_LOWERING("aten::native_dropout_backward", lower_native_dropout_backward);
+TPU_LOWERING("aten::normal_functional", lower_normal);
+TPU_LOWERING("aten::random", lower_random);
+TPU_LOWERING("aten::random.from", lower_random_from);
+TPU_LOWERING("aten::random.to", lower_random_to);
+TPU_LOWERING("aten::randperm.generator", lower_randperm);
+TPU_LOWERING("aten::uniform", lower_uniform);
+
+}  // namespace torch_tpu::lowering

@@ -1,0 +1,153 @@
+"""Matrix products on tpu against the CPU: mm, bmm, addmm, baddbmm, addbmm, dot, mv, addmv,
+torch.matmul over 1-D/2-D/3-D/broadcast shapes, nn.Linear, gradients and errors."""
+import pytest
+import torch
+import torch_tpu  # noqa: F401
+
+DEV = "tpu"
+FLOATS = [torch.float32, torch.bfloat16, torch.float16]
+
+
+def make(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    return torch.randint(-4, 5, shape, generator=g).to(dtype)
+
+
+def to_dev(x):
+    return x.to(DEV) if isinstance(x, torch.Tensor) else x
+
+
+def check(fn, *inputs, grad=False, **kw):
+    """fn on CPU inputs and on their tpu copies gives the same results, and
+    with grad=True the same input gradients for a random upstream gradient."""
+    cpu = [x.detach().clone().requires_grad_(grad) for x in inputs]
+    dev = [to_dev(x).detach().requires_grad_(grad) for x in inputs]
+    out_c, out_d = fn(*cpu), fn(*dev)
+    assert out_d.device.type == DEV
+    torch.testing.assert_close(out_d.cpu(), out_c, **kw)
+    if grad:
+        g = make(out_c.shape, out_c.dtype, seed=9)
+        out_c.backward(g)
+        out_d.backward(to_dev(g))
+        for c, d in zip(cpu, dev):
+            torch.testing.assert_close(d.grad.cpu(), c.grad, **kw)
+
+
+def raises_like(fn, *inputs):
+    with pytest.raises(Exception) as cpu_err:
+        fn(*inputs)
+    with pytest.raises(type(cpu_err.value)) as dev_err:
+        fn(*[to_dev(x) for x in inputs])
+    assert str(cpu_err.value).splitlines()[0] in str(dev_err.value)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64, torch.int32])
+@pytest.mark.parametrize("n,k,m", [(2, 3, 4), (1, 1, 1), (5, 0, 3), (0, 4, 2), (17, 33, 9)])
+def test_mm(dtype, n, k, m):
+    check(torch.mm, make((n, k), dtype), make((k, m), dtype, 1))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+@pytest.mark.parametrize("b,n,k,m", [(3, 2, 3, 4), (1, 1, 1, 1), (0, 2, 3, 4), (2, 5, 0, 3)])
+def test_bmm(dtype, b, n, k, m):
+    check(torch.bmm, make((b, n, k), dtype), make((b, k, m), dtype, 1))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("bias_shape", [(4,), (2, 4), (1, 4), (2, 1), ()])
+def test_addmm(dtype, bias_shape):
+    x, y, b = make((2, 3), dtype), make((3, 4), dtype, 1), make(bias_shape, dtype, 2)
+    check(torch.addmm, b, x, y)
+    check(lambda b, x, y: torch.addmm(b, x, y, beta=0.5, alpha=-2), b, x, y)
+
+
+def test_addmm_int():
+    x, y, b = make((2, 3), torch.int64), make((3, 4), torch.int64, 1), make((4,), torch.int64, 2)
+    check(lambda b, x, y: torch.addmm(b, x, y, beta=3, alpha=2), b, x, y)
+
+
+def test_addmm_beta_zero_ignores_nan():
+    b = torch.full((2, 4), float("nan"))
+    check(lambda b, x, y: torch.addmm(b, x, y, beta=0), b, make((2, 3), torch.float32), make((3, 4), torch.float32, 1))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_baddbmm_addbmm(dtype):
+    b, x, y = make((3, 2, 4), dtype, 2), make((3, 2, 5), dtype), make((3, 5, 4), dtype, 1)
+    check(torch.baddbmm, b, x, y)
+    check(lambda b, x, y: torch.baddbmm(b, x, y, beta=2, alpha=0.5), b, x, y)
+    # The CPU's addbmm rounds each batch's product to half before summing the
+    # batches; tpu sums in f32 and rounds once, so allow one half ulp.
+    loose = dict(rtol=2e-3, atol=1e-3) if dtype == torch.float16 else {}
+    check(lambda b, x, y: torch.addbmm(b[0], x, y, beta=0.25, alpha=3), b, x, y, **loose)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+@pytest.mark.parametrize("n", [0, 1, 7])
+def test_dot_mv(dtype, n):
+    check(torch.dot, make((n,), dtype), make((n,), dtype, 1))
+    check(torch.mv, make((3, n), dtype), make((n,), dtype, 1))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_addmv(dtype):
+    check(lambda b, m, v: torch.addmv(b, m, v, beta=0.5, alpha=2), make((3,), dtype, 2), make((3, 4), dtype),
+          make((4,), dtype, 1))
+
+
+MATMUL_SHAPES = [
+    ((3,), (3,)),
+    ((2, 3), (3,)),
+    ((3,), (3, 4)),
+    ((2, 3), (3, 4)),
+    ((5, 2, 3), (3, 4)),
+    ((5, 2, 3), (5, 3, 4)),
+    ((2, 1, 2, 3), (5, 3, 4)),
+    ((3,), (5, 3, 4)),
+    ((5, 2, 3), (3,)),
+    ((2, 5, 2, 3), (1, 5, 3, 4)),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("a,b", MATMUL_SHAPES)
+def test_matmul_forward_backward(dtype, a, b):
+    check(torch.matmul, make(a, dtype), make(b, dtype, 1), grad=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(2, 4), (3, 2, 4), (4,)])
+def test_linear(dtype, shape):
+    w, b = make((3, 4), dtype, 1), make((3,), dtype, 2)
+    check(torch.nn.functional.linear, make(shape, dtype), w, b, grad=True)
+    check(torch.nn.functional.linear, make(shape, dtype), w, grad=True)
+
+
+def test_linear_module_step():
+    torch.manual_seed(0)
+    cpu = torch.nn.Linear(4, 3)
+    dev = torch.nn.Linear(4, 3)
+    dev.load_state_dict(cpu.state_dict())
+    dev.to(DEV)
+    x = make((5, 4), torch.float32)
+    g = make((5, 3), torch.float32, 3)
+    cpu(x).backward(g)
+    dev(to_dev(x)).backward(to_dev(g))
+    torch.testing.assert_close(dev.weight.grad.cpu(), cpu.weight.grad)
+    torch.testing.assert_close(dev.bias.grad.cpu(), cpu.bias.grad)
+
+
+def test_errors():
+    raises_like(torch.mm, make((2, 3), torch.float32), make((4, 5), torch.float32))
+    raises_like(torch.mm, make((2, 3), torch.float32), make((3, 5), torch.float64))
+    raises_like(torch.mm, make((3,), torch.float32), make((3, 5), torch.float32))
+    raises_like(torch.mm, make((2, 3), torch.float32), make((3,), torch.float32))
+    raises_like(torch.bmm, make((2, 3, 4), torch.float32), make((3, 4, 5), torch.float32))
+    raises_like(torch.bmm, make((3, 4), torch.float32), make((2, 4, 5), torch.float32))
+    raises_like(torch.dot, make((3,), torch.float32), make((4,), torch.float32))
+    raises_like(torch.dot, make((3,), torch.float32), make((3,), torch.float64))
+    raises_like(torch.dot, make((2, 3), torch.float32), make((2, 3), torch.float32))
+    raises_like(torch.mv, make((2, 3), torch.float32), make((4,), torch.float32))
+    raises_like(torch.addmm, make((3,), torch.float32), make((2, 3), torch.float32), make((3, 4), torch.float32))
