@@ -13,9 +13,12 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "aten/debug_compare.h"
 #include "aten/generator.h"
 #include "aten/tensor_bridge.h"
+#include "common/env.h"
 #include "lowering/registry.h"
+#include "runtime/eager_mode.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::aten {
@@ -143,7 +146,7 @@ class ArgReader {
     if (a) a->wrapped_number = t.unsafeGetTensorImpl()->is_wrapped_number();
     hlo::TensorType type{to_hlo(t.scalar_type()), {}};
     auto s = std::make_unique<runtime::Storage>(type.nbytes(), device());
-    s->base = translate_errors([&] { return runtime::upload(t.const_data_ptr(), type, device()); });
+    s->base = translate_errors([&] { return runtime::constant(t.const_data_ptr(), type, device()); });
     runtime::TensorInput in{s.get(), {{}, {}, 0, type.dtype}};
     staged.push_back(std::move(s));
     return in;
@@ -329,11 +332,19 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
         at::assert_no_partial_overlap(dst, values[i].toTensor());
     }
   }
+  const bool compare = env().debug_compare_cpu && runtime::eager_mode() == runtime::EagerMode::Debug;
+  std::vector<c10::IValue> host_args;
+  if (compare) host_args = host_copies(values);
   auto outputs = translate_errors([&] { return runtime::run_op(call); });
   torch::jit::drop(*stack, n);
 
   if (route.variant == Variant::InPlace) {
     for (size_t k = 0; k < schema.returns().size(); ++k) stack->push_back(values[route.written[k]]);
+    if (compare) {
+      std::vector<at::Tensor> written;
+      for (int w : route.written) written.push_back(values[w].toTensor());
+      compare_with_cpu(op, std::move(host_args), route.written, written);
+    }
     return;
   }
   std::vector<at::Tensor> results;
@@ -348,8 +359,14 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
       out.copy_(r);
     }
     for (size_t k = 0; k < schema.returns().size(); ++k) stack->push_back(values[route.written[k]]);
+    if (compare) {
+      std::vector<at::Tensor> written;
+      for (int w : route.written) written.push_back(values[w].toTensor());
+      compare_with_cpu(op, std::move(host_args), route.written, written);
+    }
     return;
   }
+  if (compare) compare_with_cpu(op, std::move(host_args), {}, results);
   if (returns_list(schema)) {
     stack->push_back(c10::IValue(results));
   } else {

@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "aten/debug_compare.h"
 #include "aten/generator.h"
 #include "aten/op_kernel.h"
 #include "aten/origin.h"
@@ -126,6 +127,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_cache_dir", []() { return runtime::disk_cache().dir(); });
   m.def("_fail_next_launch", [](std::string msg) { rt().fail_next_launch(std::move(msg)); },
         "Test hook: the next launched op fails as if the device reported an error");
+  m.def("_offset_next_cpu_reference", &aten::offset_next_reference,
+        "Test hook: shift the next debug-mode CPU reference so a mismatch is reported");
   m.def("_lowered_ops", &lowering::registered_names);
   m.def("_env_table", []() {
     py::list rows;

@@ -41,9 +41,11 @@ std::shared_ptr<DeviceBuffer> DeviceBuffer::deferred_zeros(const hlo::TensorType
 }
 
 std::shared_ptr<DeviceBuffer> DeviceBuffer::materialized(std::unique_ptr<pjrt::Buffer> buffer,
-                                                         std::string producer, int device) {
+                                                         std::string producer, int device,
+                                                         bool counted) {
   std::shared_ptr<DeviceBuffer> b(new DeviceBuffer(buffer->type(), device));
   b->producer_ = std::move(producer);
+  b->counted_ = counted;
   b->set_buffer(std::move(buffer));
   return b;
 }
@@ -79,13 +81,13 @@ void DeviceBuffer::set_error(std::string message) {
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (buffer_) record_free(device_, type_.nbytes());
+  if (buffer_ && counted_) record_free(device_, type_.nbytes());
 }
 
 void DeviceBuffer::set_buffer(std::unique_ptr<pjrt::Buffer> b) {
   buffer_ = std::move(b);
   state_ = State::Materialized;
-  record_alloc(device_, type_.nbytes());
+  if (counted_) record_alloc(device_, type_.nbytes());
 }
 
 void DeviceBuffer::raise_error() const { fail(ErrorKind::Runtime, error_); }
@@ -107,7 +109,7 @@ void DeviceBuffer::wait() {
   } catch (const Error& e) {
     state_ = State::Error;
     error_ = "tpu op '" + producer_ + "' failed on the device: " + e.what();
-    record_free(device_, type_.nbytes());
+    if (counted_) record_free(device_, type_.nbytes());
     buffer_.reset();
     raise_error();
   }

@@ -28,8 +28,11 @@ class DeviceBuffer {
   enum class State { Deferred, Materialized, Error };
 
   static std::shared_ptr<DeviceBuffer> deferred_zeros(const hlo::TensorType& type, int device);
+  // `counted`: whether memory statistics include it (tensors' buffers are
+  // counted; the runtime's cached constants are not).
   static std::shared_ptr<DeviceBuffer> materialized(std::unique_ptr<pjrt::Buffer> buffer,
-                                                    std::string producer, int device);
+                                                    std::string producer, int device,
+                                                    bool counted = true);
   static std::shared_ptr<DeviceBuffer> error(const hlo::TensorType& type, std::string message,
                                              int device);
   // Result `result` of node `node` of an unflushed graph.
@@ -77,6 +80,7 @@ class DeviceBuffer {
   std::string error_;
   std::shared_ptr<Graph> graph_;
   int node_ = -1, result_ = -1;
+  bool counted_ = true;
 };
 
 }  // namespace torch_tpu::runtime

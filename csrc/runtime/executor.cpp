@@ -210,7 +210,7 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   if (!live.empty()) rt.note_launch(live.back());
 }
 
-void flush_locked(const std::shared_ptr<Graph>& g, const char* reason) {
+void flush_locked(std::shared_ptr<Graph> g, const char* reason) {
   if (g->flushed) return;
   g->flushed = true;
   auto it = current.find(g->device);
@@ -467,7 +467,10 @@ void flush_graph(const std::shared_ptr<Graph>& graph, const char* reason) {
 
 void flush_all(const char* reason) {
   std::lock_guard<std::recursive_mutex> lock(mu);
-  while (!current.empty()) flush_locked(current.begin()->second, reason);
+  while (!current.empty()) {
+    std::shared_ptr<Graph> g = current.begin()->second;  // flushing erases the map's copy
+    flush_locked(g, reason);
+  }
 }
 
 void set_origin_provider(OriginProvider provider) { origin_provider = provider; }
@@ -495,6 +498,25 @@ std::shared_ptr<DeviceBuffer> upload(const void* data, const TensorType& type, i
   count("bytes_to_device", type.nbytes());
   return DeviceBuffer::materialized(rt.client().from_host(data, type, device), "copy from host",
                                     device);
+}
+
+std::shared_ptr<DeviceBuffer> constant(const void* data, const TensorType& type, int device) {
+  std::string key(static_cast<const char*>(data), type.nbytes());
+  key += type.str();
+  key += '@';
+  key += std::to_string(device);
+  static std::mutex cache_mu;
+  static std::unordered_map<std::string, std::shared_ptr<DeviceBuffer>> cache;
+  std::lock_guard<std::mutex> lock(cache_mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= 4096) cache.clear();
+  Runtime& rt = Runtime::get();
+  rt.check_device(device);
+  auto buf = DeviceBuffer::materialized(rt.client().from_host(data, type, device), "constant",
+                                        device, /*counted=*/false);
+  cache.emplace(key, buf);
+  return buf;
 }
 
 std::shared_ptr<DeviceBuffer> read_contiguous(const TensorInput& input) {

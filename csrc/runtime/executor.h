@@ -60,6 +60,9 @@ void set_origin_provider(OriginProvider provider);
 
 // Uploads row-major host data as a new buffer.
 std::shared_ptr<DeviceBuffer> upload(const void* data, const hlo::TensorType& type, int device);
+// A small immutable constant (a Python number passed as a 0-dim tensor),
+// uploaded once per distinct value and shared.
+std::shared_ptr<DeviceBuffer> constant(const void* data, const hlo::TensorType& type, int device);
 
 // A contiguous buffer holding the view (the base itself when it is one).
 std::shared_ptr<DeviceBuffer> read_contiguous(const TensorInput& input);

@@ -44,6 +44,15 @@ torch.utils.generate_methods_for_privateuse1_backend(
 )
 
 from . import _printing  # noqa: E402
+from .eager import (  # noqa: E402
+    eager_mode,
+    flush,
+    get_eager_mode,
+    metrics,
+    metrics_report,
+    reset_metrics,
+    set_eager_mode,
+)
 
 _printing.install()
 
@@ -66,4 +75,13 @@ def env_table():
     return [tuple(row) for row in _C._env_table()]
 
 
-__all__ = ["platform", "lowered_ops", "env_table"]
+def tolerance(dtype: torch.dtype, op: str = ""):
+    """(rtol, atol) allowed between a tpu result and the CPU's: the one
+    tolerance table (assert_close's defaults per dtype, with per-op overrides)."""
+    return tuple(_C._tolerance(str(dtype).replace("torch.", ""), op))
+
+
+__all__ = [
+    "env_table", "eager_mode", "flush", "get_eager_mode", "lowered_ops", "metrics",
+    "metrics_report", "platform", "reset_metrics", "set_eager_mode", "tolerance",
+]

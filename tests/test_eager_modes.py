@@ -1,0 +1,266 @@
+"""The three eager modes, deferred graphs and their cut points, debug checks,
+and the persistent executable cache."""
+import collections
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+import torch_tpu
+
+
+def counters():
+    return collections.defaultdict(int, torch_tpu._C._counters())
+
+
+def run_python(code, **env):
+    full_env = dict(os.environ, **env)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def defer():
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        yield
+
+
+def test_mode_selection_and_context_manager():
+    assert torch_tpu.get_eager_mode() == "strict"
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        assert torch_tpu.get_eager_mode() == "defer_and_fuse"
+        with torch_tpu.eager_mode("debug"):
+            assert torch_tpu.get_eager_mode() == "debug"
+        assert torch_tpu.get_eager_mode() == "defer_and_fuse"
+    assert torch_tpu.get_eager_mode() == "strict"
+    with pytest.raises(ValueError, match="unknown eager mode"):
+        torch_tpu.set_eager_mode("lazy")
+
+
+@pytest.mark.parametrize("var,mode", [("TORCH_TPU_DEFER_AND_FUSE", "defer_and_fuse"),
+                                      ("TPU_LAUNCH_BLOCKING", "debug")])
+def test_environment_selects_the_starting_mode(var, mode):
+    r = run_python("import torch, torch_tpu; print(torch_tpu.get_eager_mode())", **{var: "1"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == mode
+
+
+def test_deferred_ops_run_as_one_program(defer):
+    a = torch.randn(32, 32)
+    x = a.to("tpu")
+    before = counters()
+    y = x
+    for _ in range(30):
+        y = torch.tanh(y * 0.9 + 0.1)
+    assert counters()["launches"] == before["launches"]  # nothing ran yet
+    got = y.cpu()
+    after = counters()
+    assert after["launches"] == before["launches"] + 1
+    assert after["flush.value needed"] == before["flush.value needed"] + 1
+    ref = a
+    for _ in range(30):
+        ref = torch.tanh(ref * 0.9 + 0.1)
+    torch.testing.assert_close(got, ref)
+
+
+def test_dead_intermediates_are_not_outputs(defer):
+    x = torch.ones(1000).to("tpu")
+    before = torch.tpu.memory_allocated()
+    y = x
+    for _ in range(10):
+        y = y + 1  # nine intermediates are dropped before the flush
+    torch.tpu.synchronize()
+    assert torch.tpu.memory_allocated() - before == 4000
+    torch.testing.assert_close(y.cpu(), torch.full((1000,), 11.0))
+
+
+def test_synchronize_and_optimizer_step_cut(defer):
+    before = counters()
+    x = torch.randn(8).to("tpu")
+    (x * 2)
+    torch.tpu.synchronize()
+    assert counters()["flush.synchronize"] == before["flush.synchronize"] + 1
+    p = torch.nn.Parameter(torch.randn(4).to("tpu"))
+    opt = torch.optim.SGD([p], lr=0.1)
+    p.grad = torch.ones(4).to("tpu")
+    opt.step()
+    assert counters()["flush.optimizer_step"] == before["flush.optimizer_step"] + 1
+
+
+def test_size_bound_cuts_graphs():
+    r = run_python("""
+        import torch, torch_tpu
+        torch_tpu.set_eager_mode("defer_and_fuse")
+        x = torch.zeros(4).to("tpu")
+        for _ in range(25):
+            x = x + 1
+        print(torch_tpu.metrics()["flush_reasons"].get("size_bound", 0), x.cpu().tolist())
+    """, TORCH_TPU_FUSE_MAX_OPS="10")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == "2"
+    assert "25.0" in r.stdout
+
+
+def test_training_loop_graphs_recur_and_hit_the_cache(defer):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    ref_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    ref_model.load_state_dict(model.state_dict())
+    model = model.to("tpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref_model.parameters(), lr=0.1)
+    x, y = torch.randn(16, 8), torch.randint(0, 2, (16,))
+    xd, yd = x.to("tpu"), y.to("tpu")
+    compiled = []
+    for _ in range(6):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(xd), yd).backward()
+        opt.step()
+        ref_opt.zero_grad()
+        torch.nn.functional.cross_entropy(ref_model(x), y).backward()
+        ref_opt.step()
+        compiled.append(counters()["misses"])
+    # The steady state compiles nothing new.
+    assert compiled[-1] == compiled[-2] == compiled[-3]
+    for p, q in zip(model.parameters(), ref_model.parameters()):
+        torch.testing.assert_close(p.cpu(), q, rtol=1e-5, atol=1e-6)
+
+
+def test_repeated_sequence_is_cut_where_it_was_before(defer):
+    x = torch.ones(4).to("tpu")
+    for _ in range(3):
+        x = x * 2
+    x.cpu()  # graph of three muls flushed
+    before = counters()["flush.repeat"]
+    for _ in range(3):
+        x = x * 2
+    # the same three ops again: cut without waiting for a value to leave
+    assert counters()["flush.repeat"] == before + 1
+    torch.testing.assert_close(x.cpu(), torch.full((4,), 64.0))
+
+
+def test_failed_flush_poisons_only_its_graph(defer):
+    good = (torch.ones(3).to("tpu") * 3)
+    good.cpu()  # flushed and valid
+    a = torch.ones(3).to("tpu") + 1
+    b = a * 5
+    torch_tpu._C._fail_next_launch("injected device failure")
+    with pytest.raises(RuntimeError, match="injected device failure") as e:
+        b.cpu()
+    assert "aten::" in str(e.value)
+    with pytest.raises(RuntimeError, match="injected device failure"):
+        a.cpu()
+    with pytest.raises(RuntimeError, match="injected device failure"):
+        (b + 1).cpu()  # built on a failed value
+    torch.testing.assert_close(good.cpu(), torch.full((3,), 3.0))
+
+
+def test_switching_modes_flushes_pending_work():
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        x = torch.ones(2).to("tpu") * 7
+        before = counters()["flush.mode_switch"]
+    assert counters()["flush.mode_switch"] == before + 1
+    assert x.cpu().tolist() == [7.0, 7.0]
+
+
+def test_strict_error_names_the_python_line():
+    x = torch.ones(3).to("tpu")
+    torch_tpu._C._fail_next_launch("boom")
+    y = x * 2  # this line is named in the error
+    with pytest.raises(RuntimeError, match=r"aten::mul.Tensor.*test_eager_modes.py:\d+.*boom"):
+        y.cpu()
+
+
+def test_debug_mode_raises_at_the_failing_op():
+    x = torch.ones(3).to("tpu")
+    with torch_tpu.eager_mode("debug"):
+        torch_tpu._C._fail_next_launch("boom")
+        with pytest.raises(RuntimeError, match="boom"):
+            x * 2  # raised here, not at a later use
+
+
+def test_debug_nans_names_the_op_and_line():
+    r = run_python("""
+        import torch, torch_tpu
+        x = -torch.ones(3).to("tpu")
+        y = torch.log(x)
+    """, TPU_LAUNCH_BLOCKING="1", TORCH_TPU_DEBUG_NANS="1")
+    assert r.returncode != 0
+    assert "aten::log" in r.stderr and "<string>:4" in r.stderr and "NaN or Inf" in r.stderr
+
+
+def test_debug_compare_cpu_agrees_and_reports_a_difference():
+    r = run_python("""
+        import torch, torch_tpu
+        x = torch.randn(5, 5).to("tpu")
+        y = (x @ x).relu().sum(0)
+        print("agreed", y.shape)
+        torch_tpu._C._offset_next_cpu_reference(1.0)
+        z = x * 3
+    """, TPU_LAUNCH_BLOCKING="1", TORCH_TPU_DEBUG_COMPARE_CPU="1")
+    assert "agreed torch.Size([5])" in r.stdout, r.stderr
+    assert r.returncode != 0
+    assert "TORCH_TPU_DEBUG_COMPARE_CPU" in r.stderr and "aten::mul.Tensor" in r.stderr
+    assert "<string>:7" in r.stderr and "max abs error 1" in r.stderr
+
+
+def test_debug_compare_cpu_catches_out_of_range_indices():
+    r = run_python("""
+        import torch, torch_tpu
+        x = torch.randn(3, 4).to("tpu")
+        idx = torch.tensor([0, 7]).to("tpu")
+        torch.index_select(x, 0, idx)
+    """, TPU_LAUNCH_BLOCKING="1", TORCH_TPU_DEBUG_COMPARE_CPU="1")
+    assert r.returncode != 0
+    assert "IndexError" in r.stderr or "out of range" in r.stderr
+
+
+WARM_START = """
+    import time, torch, torch_tpu
+    x = torch.randn(64, 64).to("tpu")
+    w = torch.randn(64, 64).to("tpu")
+    y = x
+    for i in range(12):
+        y = torch.tanh(y @ w + i)
+        y = (y * y).softmax(-1)
+    y.sum().item()
+    m = torch_tpu.metrics()
+    print(m["graphs_compiled"], m["disk_cache_hits"], m["compile_seconds"])
+"""
+
+
+def test_second_process_warm_starts_from_the_disk_cache(tmp_path):
+    env = {"TORCH_TPU_CACHE_DIR": str(tmp_path / "cache")}
+    first = run_python(WARM_START, **env)
+    second = run_python(WARM_START, **env)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    c1, h1, t1 = first.stdout.split()
+    c2, h2, t2 = second.stdout.split()
+    assert int(c1) > 0 and int(h1) == 0
+    assert int(c2) == 0 and int(h2) == int(c1)
+    assert float(t1) >= 5 * float(t2), (t1, t2)
+
+
+def test_concurrent_processes_share_the_cache(tmp_path):
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path / "cache"))
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(WARM_START)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+    entries = list((tmp_path / "cache").glob("*.exe"))
+    assert entries and not list((tmp_path / "cache").glob("*.tmp.*"))
+    after = run_python(WARM_START, **{"TORCH_TPU_CACHE_DIR": str(tmp_path / "cache")})
+    assert after.stdout.split()[0] == "0"  # everything came from the shared cache
+
+
+def test_cache_is_bounded(tmp_path):
+    env = {"TORCH_TPU_CACHE_DIR": str(tmp_path / "cache"), "TORCH_TPU_CACHE_MAX_BYTES": "200000"}
+    r = run_python(WARM_START, **env)
+    assert r.returncode == 0, r.stderr
+    total = sum(f.stat().st_size for f in (tmp_path / "cache").glob("*.exe"))
+    assert total <= 200000
