@@ -33,6 +33,10 @@ struct Route {
   const lowering::Lowering* lowering = nullptr;
   Variant variant = Variant::Functional;
   std::vector<int> written;  // schema indices of mutated arguments, in output order
+  // Trailing arguments the functional op has and this variant lacks (out=
+  // factories: dtype, layout, device, pin_memory); they take their defaults,
+  // and `dtype` takes the out tensor's.
+  std::vector<c10::Argument> extra;
 };
 
 std::string full_name(const c10::OperatorName& n) {
@@ -41,23 +45,41 @@ std::string full_name(const c10::OperatorName& n) {
 
 bool is_written(const c10::Argument& a) { return a.alias_info() && a.alias_info()->isWrite(); }
 
-// The functional twin of an out= op: same base name, and its arguments are
-// the out= op's arguments without the written ones.
-std::optional<std::string> functional_of_out(const c10::FunctionSchema& schema) {
-  std::vector<const c10::Argument*> inputs;
-  for (const auto& a : schema.arguments())
-    if (!is_written(a)) inputs.push_back(&a);
-  for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) {
-    if (name.name != schema.name() || name.overload_name == schema.overload_name()) continue;
-    auto op = c10::Dispatcher::singleton().findSchema(name);
-    if (!op) continue;
-    const auto& args = op->schema().arguments();
-    if (args.size() != inputs.size()) continue;
-    bool same = true;
-    for (size_t i = 0; i < args.size() && same; ++i)
-      same = args[i].name() == inputs[i]->name() && !is_written(args[i]) &&
-             *args[i].type() == *inputs[i]->type();
-    if (same) return full_name(name);
+const std::unordered_map<std::string, std::vector<c10::OperatorName>>& ops_by_base_name() {
+  static const auto index = [] {
+    std::unordered_map<std::string, std::vector<c10::OperatorName>> m;
+    for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) m[name.name].push_back(name);
+    return m;
+  }();
+  return index;
+}
+
+// The functional twin of an in-place or out= op: among ops named in `bases`,
+// the one whose arguments are `inputs` (same names and types, none written),
+// optionally followed by arguments that have defaults.
+std::optional<std::string> find_twin(const std::vector<std::string>& bases,
+                                     const std::vector<const c10::Argument*>& inputs,
+                                     std::vector<c10::Argument>* extra) {
+  for (const auto& base : bases) {
+    auto it = ops_by_base_name().find(base);
+    if (it == ops_by_base_name().end()) continue;
+    for (const auto& name : it->second) {
+      auto op = c10::Dispatcher::singleton().findSchema(name);
+      if (!op) continue;
+      const auto& args = op->schema().arguments();
+      if (args.size() < inputs.size()) continue;
+      bool same = true;
+      for (size_t i = 0; i < args.size() && same; ++i) {
+        if (is_written(args[i])) same = false;
+        else if (i < inputs.size())
+          same = args[i].name() == inputs[i]->name() && *args[i].type() == *inputs[i]->type();
+        else
+          same = args[i].default_value().has_value();
+      }
+      if (!same) continue;
+      extra->assign(args.begin() + static_cast<std::ptrdiff_t>(inputs.size()), args.end());
+      return full_name(name);
+    }
   }
   return std::nullopt;
 }
@@ -67,24 +89,22 @@ Route compute_route(const c10::OperatorHandle& op) {
   Route r;
   for (size_t i = 0; i < schema.arguments().size(); ++i)
     if (is_written(schema.arguments()[i])) r.written.push_back(static_cast<int>(i));
-  std::string name = full_name(schema.operator_name());
   if (r.written.empty()) {
-    r.lowering = lowering::find_lowering(name);
+    r.lowering = lowering::find_lowering(full_name(schema.operator_name()));
     return r;
   }
-  bool out_variant = schema.arguments()[r.written[0]].kwarg_only();
-  if (out_variant) {
-    r.variant = Variant::Out;
-    if (auto f = functional_of_out(schema)) r.lowering = lowering::find_lowering(*f);
-  } else {
-    r.variant = Variant::InPlace;
-    const std::string& base = schema.name();
-    if (!base.empty() && base.back() == '_') {
-      std::string functional = base.substr(0, base.size() - 1);
-      if (!schema.overload_name().empty()) functional += "." + schema.overload_name();
-      r.lowering = lowering::find_lowering(functional);
-    }
+  r.variant = schema.arguments()[r.written[0]].kwarg_only() ? Variant::Out : Variant::InPlace;
+  std::vector<const c10::Argument*> inputs;
+  for (const auto& a : schema.arguments())
+    if (r.variant == Variant::InPlace || !is_written(a)) inputs.push_back(&a);
+  std::string base = schema.name();
+  std::vector<std::string> bases{base};
+  if (r.variant == Variant::InPlace && !base.empty() && base.back() == '_') {
+    base.pop_back();
+    // normal_ is the one in-place op whose functional form has another name.
+    bases = {base, base + "_functional"};
   }
+  if (auto f = find_twin(bases, inputs, &r.extra)) r.lowering = lowering::find_lowering(*f);
   return r;
 }
 
@@ -106,15 +126,24 @@ class ArgReader {
   ArgReader(const c10::FunctionSchema& schema, runtime::OpCall& call)
       : schema_(schema), call_(call) {}
 
-  void read(const std::vector<c10::IValue>& values, const std::vector<int>& skip) {
-    for (size_t i = 0; i < values.size(); ++i) {
-      if (std::find(skip.begin(), skip.end(), static_cast<int>(i)) != skip.end()) continue;
+  void read(const std::vector<std::pair<const c10::Argument*, c10::IValue>>& args,
+            bool implicit_generator) {
+    for (const auto& [schema_arg, value] : args) {
       Arg a;
       a.index = static_cast<int>(call_.args.size());
       std::vector<std::optional<runtime::TensorInput>> ins;
-      convert(schema_.arguments()[i], values[i], a, ins);
+      convert(*schema_arg, value, a, ins);
       call_.args.push_back(std::move(a));
       call_.inputs.push_back(std::move(ins));
+    }
+    if (implicit_generator) {
+      // Random ops without a Generator argument (native_dropout) draw from
+      // the device's default generator, passed as a last argument.
+      Arg a;
+      a.index = static_cast<int>(call_.args.size());
+      rng(std::nullopt, a);
+      call_.args.push_back(std::move(a));
+      call_.inputs.emplace_back();
     }
     // Generators reserve values for the op's size: the first tensor's numel.
     for (auto& a : call_.args)
@@ -303,13 +332,24 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   const auto& schema = op.schema();
   size_t n = schema.arguments().size();
   std::vector<c10::IValue> values(stack->end() - n, stack->end());
-  std::vector<int> skip = route.variant == Variant::Out ? route.written : std::vector<int>{};
+  std::vector<std::pair<const c10::Argument*, c10::IValue>> args;
+  for (size_t i = 0; i < n; ++i) {
+    bool skip = route.variant == Variant::Out &&
+                std::find(route.written.begin(), route.written.end(), static_cast<int>(i)) !=
+                    route.written.end();
+    if (!skip) args.emplace_back(&schema.arguments()[i], values[i]);
+  }
+  for (const auto& extra : route.extra) {
+    c10::IValue v = *extra.default_value();
+    if (extra.name() == "dtype") v = values[route.written[0]].toTensor().scalar_type();
+    args.emplace_back(&extra, v);
+  }
 
   runtime::OpCall call;
   call.lowering = route.lowering;
   call.default_float = to_hlo(at::get_default_dtype_as_scalartype());
   ArgReader reader(schema, call);
-  reader.read(values, skip);
+  reader.read(args, route.lowering->implicit_generator);
   call.device = reader.device();
 
   if (route.variant == Variant::InPlace) {

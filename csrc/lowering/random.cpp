@@ -3,7 +3,6 @@
 // torch.manual_seed replays a stream.
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 
 #include "lowering/common.h"
@@ -18,10 +17,6 @@ using hlo::Compare;
 using hlo::TensorType;
 using E = ElementType;
 using Values = std::vector<Value>;
-
-Value splat(Builder& b, double v, const Value& like) {
-  return b.full(v, like.dtype(), like.shape());
-}
 
 // A ui64 constant of any value (constant_int stops at INT64_MAX).
 Value u64(Builder& b, uint64_t v, const Shape& shape = {}) {
@@ -225,7 +220,7 @@ Values lower_bernoulli(Context& ctx, const Args& args) {
 
 // native_dropout(input, p, train): (input * mask / (1 - p), mask). Outside
 // training (train == false) the input passes through with an all-true mask.
-// The op takes no generator: a None generator means the default one.
+// The op takes no generator: the default one arrives as a last argument.
 Values lower_native_dropout(Context& ctx, const Args& args) {
   Builder& b = ctx.b;
   Value x = self_of(args);
@@ -235,8 +230,7 @@ Values lower_native_dropout(Context& ctx, const Args& args) {
   TPU_CHECK(p >= 0 && p <= 1, ErrorKind::Value,
             "dropout probability has to be between 0 and 1, but got ", p);
   double keep = 1 - p;
-  Arg default_generator;
-  Value mask = bernoulli_mask(ctx, default_generator, b.full(keep, E::F32, x.shape()), E::Bool);
+  Value mask = bernoulli_mask(ctx, args.back(), b.full(keep, E::F32, x.shape()), E::Bool);
   E t = x.dtype();
   E c = opmath(t);
   double scale = keep == 0 ? 0 : 1 / keep;
@@ -355,7 +349,7 @@ TPU_LOWERING("aten::cauchy", lower_cauchy);
 TPU_LOWERING("aten::exponential", lower_exponential);
 TPU_LOWERING("aten::geometric", lower_geometric);
 TPU_LOWERING("aten::log_normal", lower_log_normal);
-TPU_LOWERING("aten::native_dropout", lower_native_dropout);
+TPU_LOWERING("aten::native_dropout", lower_native_dropout, kImplicitGenerator);
 TPU_LOWERING("aten::native_dropout_backward", lower_native_dropout_backward);
 TPU_LOWERING("aten::normal_functional", lower_normal);
 TPU_LOWERING("aten::random", lower_random);

@@ -19,15 +19,21 @@ struct Lowering {
   // The values of Number arguments shape the program (arange's length, a
   // constant exponent): they go into the cache key instead of parameters.
   bool static_numbers = false;
+  // A random op whose schema has no Generator (native_dropout): the default
+  // generator's state is appended as a last, Rng argument.
+  bool implicit_generator = false;
 };
+
+enum LoweringFlags : int { kStaticNumbers = 1, kImplicitGenerator = 2 };
 
 void register_lowering(Lowering lowering);
 const Lowering* find_lowering(const std::string& name);
 std::vector<std::string> registered_names();  // sorted
 
 struct Registrar {
-  Registrar(const char* name, LoweringFn fn, bool static_numbers = false) {
-    register_lowering({name, fn, static_numbers});
+  // `flags`: LoweringFlags (`true` reads as kStaticNumbers).
+  Registrar(const char* name, LoweringFn fn, int flags = 0) {
+    register_lowering({name, fn, (flags & kStaticNumbers) != 0, (flags & kImplicitGenerator) != 0});
   }
 };
 
