@@ -14,10 +14,6 @@ using hlo::Compare;
 using E = ElementType;
 using Values = std::vector<Value>;
 
-Value splat(Builder& b, double v, const Value& like) {
-  return b.full(v, like.dtype(), like.shape());
-}
-
 // A Number argument as a value shaped like `like`.
 Value num(Context& ctx, const Arg& a, const Value& like) {
   return broadcast_to(ctx.b, ctx.number(a, like.dtype()), like.shape());

@@ -55,6 +55,8 @@ std::vector<int64_t> reduction_dims(const Arg& dims_arg, int64_t rank);
 
 // The type PyTorch computes a half-precision op in (f32), else t itself.
 ElementType opmath(ElementType t);
+// The constant v with the type and shape of `like`.
+Value splat(hlo::Builder& b, double v, const Value& like);
 // NotImplementedError `"<kernel>" not implemented for '<Type>'` (PyTorch's
 // wording and type names) unless `ok`.
 void check_dtype(bool ok, const char* kernel, ElementType t);
@@ -70,4 +72,18 @@ namespace torch_tpu::lowering {
 // c10::ScalarType's name ("Float", "Long", "BFloat16"), as PyTorch's error
 // messages spell dtypes.
 const char* scalar_type_name(ElementType t);
+}  // namespace torch_tpu::lowering
+
+// ---- added by the convolution/pooling/upsample/padding lowerings (defined in
+// padding.cpp). Their index maps are known when the program is built, so
+// they become constants and gathers instead of index arithmetic on device.
+namespace torch_tpu::lowering {
+// A rank-1 constant of type t holding `values` (exact for integers up to 2^53).
+Value constant_vector(hlo::Builder& b, const std::vector<double>& values, ElementType t);
+// x with dimension `dim` replaced by x[..., positions[j], ...] for each j.
+Value take(hlo::Builder& b, Value x, int64_t dim, const std::vector<int64_t>& positions);
+// The gradient of take: g's slices along `dim` summed into a dimension of
+// `size` at their positions (g's type, accumulated in f32 for half types).
+Value take_grad(hlo::Builder& b, Value g, int64_t dim, const std::vector<int64_t>& positions,
+                int64_t size);
 }  // namespace torch_tpu::lowering

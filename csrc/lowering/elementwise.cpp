@@ -54,11 +54,6 @@ const char* type_meta_name(E t) {
   }
 }
 
-// A constant with the type and shape of `like`.
-Value splat(Builder& b, double v, const Value& like) {
-  return b.full(v, like.dtype(), like.shape());
-}
-
 // c[0] + c[1] x + c[2] x^2 + ...
 Value horner(Builder& b, Value x, const double* c, int n) {
   Value p = splat(b, c[n - 1], x);
@@ -187,6 +182,10 @@ Value in_opmath(Builder& b, Value x) {
 
 ElementType opmath(ElementType t) {
   return t == E::F16 || t == E::BF16 ? E::F32 : t;
+}
+
+Value splat(Builder& b, double v, const Value& like) {
+  return b.full(v, like.dtype(), like.shape());
 }
 
 void check_dtype(bool ok, const char* kernel, ElementType t) {

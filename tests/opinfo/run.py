@@ -1,0 +1,235 @@
+"""Runs the OpInfo harness over many ops and writes the report.
+
+    python3 tests/opinfo/run.py [--ops all|slice|NAME,...] [--dtypes all|ci|float32,...]
+                                [--max-samples N] [--timeout S] [--out tests/opinfo/report]
+
+The ops run in a worker process (so a crash or a hang costs one op, recorded
+as such, not the run); the worker prints one JSON line per (op, dtype), the
+driver restarts it after the op that killed it. Output: report.json (every
+record), report.md (totals, a table per op and dtype, every failure with its
+reason). `make opinfo-report` / `make opinfo-full` call this.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+# ~30 common ops: the CI slice (tests/opinfo/test_opinfo_slice.py) and `--ops slice`.
+SLICE_OPS = [
+    "add", "sub", "mul", "div.no_rounding_mode", "neg", "abs", "exp", "log", "sqrt", "rsqrt",
+    "sin", "tanh", "sigmoid", "nn.functional.relu", "nn.functional.gelu", "nn.functional.silu",
+    "pow", "maximum", "where", "clamp", "sum", "mean", "amax", "argmax", "softmax", "log_softmax",
+    "mm", "bmm", "matmul", "addmm", "nn.functional.linear", "nn.functional.layer_norm",
+    "nn.functional.embedding", "cat", "stack", "transpose", "reshape", "index_select", "gather",
+    "masked_select", "nonzero",
+]
+CI_DTYPES = ["float32", "bfloat16"]
+
+
+def _worker(keys, dtypes, max_samples):
+    import torch
+
+    torch.set_num_threads(1)
+    import harness
+
+    harness.check_environment()
+    ops = harness.op_by_key()
+    dts = [getattr(torch, d) for d in dtypes]
+    for key in keys:
+        op = ops.get(key)
+        print(json.dumps({"start": key}), flush=True)
+        if op is None:
+            print(json.dumps({"op": key, "dtype": "-", "fwd": "skip", "bwd": "n/a",
+                              "reason": "no such OpInfo on this torch"}), flush=True)
+            continue
+        for dt in harness.supported_dtypes(op, dts):
+            t0 = time.time()
+            r = harness.run_opinfo(op, dt, max_samples=max_samples)
+            r["seconds"] = round(time.time() - t0, 2)
+            print(json.dumps(r), flush=True)
+        print(json.dumps({"done": key}), flush=True)
+
+
+def run(keys, dtypes, max_samples, timeout, progress=True):
+    """Runs keys in worker processes; returns the list of records."""
+    env = dict(os.environ)
+    env.pop("TORCH_TPU_CPU_FALLBACK", None)
+    todo = list(keys)
+    records = []
+    while todo:
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--ops", ",".join(todo),
+               "--dtypes", ",".join(dtypes), "--max-samples", str(max_samples if max_samples else 0)]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        sel = selectors.DefaultSelector()
+        sel.register(p.stdout, selectors.EVENT_READ)
+        current, last = None, time.time()
+        buf = ""
+        finished = False
+        while True:
+            if not sel.select(timeout=5):
+                if current and time.time() - last > timeout:
+                    p.kill()
+                    records.append({"op": current, "dtype": "-", "fwd": "fail", "bwd": "n/a",
+                                    "reason": f"timeout: no result for {timeout}s (killed)"})
+                    break
+                if p.poll() is not None:
+                    break
+                continue
+            line = p.stdout.readline()
+            if not line:
+                break
+            last = time.time()
+            try:
+                msg = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if "start" in msg:
+                current = msg["start"]
+            elif "done" in msg:
+                todo.remove(msg["done"])
+                if progress:
+                    print(f"[{len(keys) - len(todo)}/{len(keys)}] {msg['done']}", file=sys.stderr, flush=True)
+                current = None
+            else:
+                records.append(msg)
+        rc = p.wait()
+        if current is not None and current in todo:
+            if not any(r["op"] == current and "timeout" in r.get("reason", "") for r in records):
+                records.append({"op": current, "dtype": "-", "fwd": "fail", "bwd": "n/a",
+                                "reason": f"worker process died (exit {rc}) while running this op"})
+            todo.remove(current)
+        elif current is None and rc != 0 and todo:
+            # died between ops (import failure...): give up rather than loop
+            for k in todo:
+                records.append({"op": k, "dtype": "-", "fwd": "fail", "bwd": "n/a",
+                                "reason": f"worker process exited {rc} before this op"})
+            todo = []
+    return records
+
+
+def totals(records):
+    t = {}
+    for d in ("fwd", "bwd"):
+        c = Counter(r[d] for r in records if r.get(d) not in (None, "n/a"))
+        unclaimed = "unclaimed" if d == "fwd" else "unclaimed_bwd"
+        claimed = [r for r in records if r.get(d) in ("pass", "fail", "missing") and not r.get(unclaimed)
+                   and not (d == "bwd" and r.get("unclaimed"))]
+        cc = Counter(r[d] for r in claimed)
+        n = sum(cc.values())
+        t[d] = {"all": dict(c), "claimed": dict(cc),
+                "claimed_pass_rate": round(cc["pass"] / n, 4) if n else None}
+    return t
+
+
+def write_report(records, out_dir, meta):
+    os.makedirs(out_dir, exist_ok=True)
+    t = totals(records)
+    with open(os.path.join(out_dir, "report.json"), "w") as f:
+        json.dump({"meta": meta, "totals": t, "records": records}, f, indent=1)
+    lines = ["# OpInfo coverage report", "",
+             f"Command: `{meta['command']}`  ", f"torch {meta['torch']}, platform {meta['platform']}, "
+             f"{meta['seconds']:.0f} s, at most {meta['max_samples'] or 'all'} samples (+ as many reference "
+             "inputs) per op and dtype.", "",
+             "An (op, dtype) is *claimed* when every aten overload its samples dispatch has a tpu kernel "
+             "(lowered, native or composite; see tests/opinfo/claims.py). Rates are over claimed entries; "
+             "`missing` = NotImplementedError on tpu.", "", "## Totals", "",
+             "| direction | pass | fail | missing | skip | claimed pass rate |", "|---|---|---|---|---|---|"]
+    for d in ("fwd", "bwd"):
+        c = t[d]["claimed"]
+        a = t[d]["all"]
+        rate = t[d]["claimed_pass_rate"]
+        lines.append(f"| {'forward' if d == 'fwd' else 'backward'} | {c.get('pass', 0)} | {c.get('fail', 0)} | "
+                     f"{a.get('missing', 0)} (claimed: {c.get('missing', 0)}) | {a.get('skip', 0)} | "
+                     f"{'-' if rate is None else f'{100 * rate:.1f}%'} |")
+    # Missing overloads, by how many (op, dtype) they block.
+    blockers = Counter()
+    for r in records:
+        for n in r.get("unclaimed", []) + r.get("unclaimed_bwd", []):
+            blockers[n] += 1
+    if blockers:
+        lines += ["", "## Missing aten overloads (by number of op×dtype entries they block)", "",
+                  ", ".join(f"`{n}` ({c})" for n, c in blockers.most_common())]
+    by_op = defaultdict(dict)
+    for r in records:
+        by_op[r["op"]][r["dtype"]] = r
+    lines += ["", "## Per op and dtype (forward / backward)", "",
+              "Legend: ✓ pass, ✗ fail, M missing lowering, - skipped, · no backward.", ""]
+    dts = []
+    for r in records:
+        if r["dtype"] not in dts and r["dtype"] != "-":
+            dts.append(r["dtype"])
+    lines += ["| op | " + " | ".join(dts) + " |", "|---|" + "---|" * len(dts)]
+    sym = {"pass": "✓", "fail": "✗", "missing": "M", "skip": "-", "n/a": "·"}
+    for op in sorted(by_op):
+        cells = []
+        for d in dts:
+            r = by_op[op].get(d) or by_op[op].get("-")
+            cells.append(f"{sym.get(r['fwd'], '?')}/{sym.get(r['bwd'], '?')}" if r else "")
+        lines.append(f"| {op} | " + " | ".join(cells) + " |")
+    lines += ["", "## Failures and skips, with reasons", ""]
+    for op in sorted(by_op):
+        for d, r in by_op[op].items():
+            if r["fwd"] in ("fail", "missing") or r.get("bwd") in ("fail", "missing"):
+                lines.append(f"- **{op}** {d}: fwd {r['fwd']}, bwd {r.get('bwd')}"
+                             + (f"; unclaimed: {', '.join(r['unclaimed'])}" if r.get("unclaimed") else "")
+                             + (f"; unclaimed in backward: {', '.join(r['unclaimed_bwd'])}"
+                                if r.get("unclaimed_bwd") else "")
+                             + (f"; {r['reason']}" if r.get("reason") else ""))
+                for f in r.get("failures", []):
+                    more = f" (×{f['count']})" if f.get("count", 1) > 1 else ""
+                    lines.append(f"  - {f['dir']} {f['status']} {f['kind']} `{f['sample']}`{more}: {f['reason']}")
+            elif r["fwd"] == "skip":
+                lines.append(f"- {op} {d}: skipped: {r.get('reason') or 'no samples'}")
+    with open(os.path.join(out_dir, "report.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return t
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", default="slice")
+    ap.add_argument("--dtypes", default="ci")
+    ap.add_argument("--max-samples", type=int, default=8)
+    ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--out", default=os.path.join(HERE, "report"))
+    ap.add_argument("--worker", action="store_true")
+    a = ap.parse_args(argv)
+    dtypes = {"ci": CI_DTYPES}.get(a.dtypes)
+    if dtypes is None:
+        import harness
+
+        dtypes = [str(d).replace("torch.", "") for d in harness.DTYPES] if a.dtypes == "all" \
+            else a.dtypes.split(",")
+    if a.worker:
+        return _worker(a.ops.split(","), dtypes, a.max_samples or None)
+    if a.ops == "slice":
+        keys = SLICE_OPS
+    elif a.ops == "all":
+        import harness
+
+        keys = sorted(harness.op_by_key())
+    else:
+        keys = a.ops.split(",")
+    t0 = time.time()
+    records = run(keys, dtypes, a.max_samples, a.timeout)
+    import torch
+    import torch_tpu
+
+    meta = {"command": "python3 tests/opinfo/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "torch": torch.__version__, "platform": torch_tpu.platform().get("platform_name", "?"),
+            "seconds": time.time() - t0, "max_samples": a.max_samples, "dtypes": dtypes}
+    t = write_report(records, a.out, meta)
+    print(json.dumps(t, indent=1))
+
+
+if __name__ == "__main__":
+    main()
