@@ -1,0 +1,147 @@
+"""The eager modes side by side in one run: a GPT-style decoder training step
+(AdamW), an inference forward, and a memory-bound chain of elementwise ops,
+each in strict, debug and defer_and_fuse on `tpu`, next to PyTorch's CPU
+eager. Prints steps per second and the ratios; writes JSON and a PNG chart."""
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+
+import torch_tpu
+from gpt import GPT, loss_fn
+
+MODES = ["strict", "debug", "defer_and_fuse"]
+
+
+def sync(device):
+    if device == "tpu":
+        torch.tpu.synchronize()
+
+
+def make_train_step(device, args):
+    torch.manual_seed(0)
+    model = GPT(args.vocab, args.d_model, args.heads, args.layers, args.seq).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(1)
+    idx = torch.randint(0, args.vocab, (args.batch, args.seq), generator=g).to(device)
+    tgt = torch.randint(0, args.vocab, (args.batch, args.seq), generator=g).to(device)
+
+    def step():
+        opt.zero_grad()
+        loss = loss_fn(model, idx, tgt)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def make_inference(device, args):
+    torch.manual_seed(0)
+    model = GPT(args.vocab, args.d_model, args.heads, args.layers, args.seq).to(device).eval()
+    idx = torch.randint(0, args.vocab, (args.batch, args.seq)).to(device)
+
+    def step():
+        with torch.no_grad():
+            return model(idx)
+
+    return step
+
+
+def make_chain(device, args):
+    x = torch.randn(args.chain_elems).to(device)
+
+    def step():
+        y = x
+        for _ in range(10):
+            y = torch.sigmoid(y * 1.01 + 0.1) * y - 0.05
+        return y
+
+    return step
+
+
+WORKLOADS = {"train_step": make_train_step, "inference": make_inference,
+             "elementwise_chain": make_chain}
+
+
+def measure(workload, device, mode, args):
+    step = WORKLOADS[workload](device, args)
+    ctx = torch_tpu.eager_mode(mode) if device == "tpu" else _null()
+    with ctx:
+        for _ in range(args.warmup):
+            step()
+        sync(device)
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            for _ in range(args.steps):
+                out = step()
+            float(out.float().sum().item()) if out.dim() else float(out.item())
+            sync(device)
+            times.append((time.perf_counter() - start) / args.steps)
+    return 1.0 / statistics.median(times)
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--vocab", type=int, default=4096)
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--chain-elems", type=int, default=1 << 22)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--workloads", default=",".join(WORKLOADS))
+    p.add_argument("--out", default="benchmarks/results/eager_modes")
+    args = p.parse_args()
+
+    results = {}
+    for workload in args.workloads.split(","):
+        row = {"cpu_eager": measure(workload, "cpu", None, args)}
+        for mode in MODES:
+            row[mode] = measure(workload, "tpu", mode, args)
+        results[workload] = row
+        print(f"{workload}: " + ", ".join(f"{k} {v:.3f} steps/s" for k, v in row.items()))
+        print(f"  defer_and_fuse / strict = {row['defer_and_fuse'] / row['strict']:.2f}x, "
+              f"defer_and_fuse / cpu eager = {row['defer_and_fuse'] / row['cpu_eager']:.2f}x, "
+              f"strict / cpu eager = {row['strict'] / row['cpu_eager']:.2f}x")
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out + ".json", "w") as f:
+        json.dump({"config": vars(args), "steps_per_second": results,
+                   "platform": torch_tpu.platform()}, f, indent=2)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no PNG chart (pip install matplotlib)")
+        return
+    fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4))
+    axes = axes if len(results) > 1 else [axes]
+    for ax, (workload, row) in zip(axes, results.items()):
+        names = list(row)
+        ax.bar(names, [row[n] for n in names], color=["gray", "tab:blue", "tab:orange", "tab:green"])
+        ax.set_title(workload)
+        ax.set_ylabel("steps / second")
+        ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    fig.savefig(args.out + ".png")
+    print(f"wrote {args.out}.json and {args.out}.png")
+
+
+if __name__ == "__main__":
+    main()
