@@ -54,3 +54,28 @@ def run_python():
         )
 
     return run
+
+
+# The op and module suites run in every eager mode: each of their tests is
+# parametrized with the mode it runs under (strict, debug, defer_and_fuse).
+EAGER_MODES = ("strict", "debug", "defer_and_fuse")
+MODE_PARAMETRIZED_MODULES = {
+    "test_batch_group_norm", "test_convolution", "test_elementwise", "test_gpt_modes_unused",
+    "test_indexing_shape", "test_matmul", "test_misc_ops", "test_normalization_loss",
+    "test_pooling", "test_reduction", "test_sort", "test_attention", "test_training",
+    "test_upsample_padding", "test_views_storage",
+}
+
+
+def pytest_generate_tests(metafunc):
+    module = metafunc.module.__name__.rsplit(".", 1)[-1]
+    if module in MODE_PARAMETRIZED_MODULES and "eager" not in metafunc.fixturenames:
+        metafunc.fixturenames.append("eager")
+        metafunc.parametrize("eager", EAGER_MODES, indirect=True)
+
+
+@pytest.fixture
+def eager(request):
+    """Runs the test under the eager mode it is parametrized with."""
+    with torch_tpu.eager_mode(request.param):
+        yield request.param
