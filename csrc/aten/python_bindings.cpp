@@ -47,8 +47,13 @@ aten::TpuGenerator* gen(int device) {
 
 }  // namespace
 
+namespace torch_tpu::aten {
+void bind_capture(py::module& m);
+}
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native extension";
+  aten::bind_capture(m);
   m.def("_init", &init, "Set plugin search roots and register lowered ops");
   m.def("_load_runtime", []() { rt(); }, "Load the PJRT plugin now (raises if it cannot)");
   m.def("_runtime_loaded", &runtime::Runtime::initialized);

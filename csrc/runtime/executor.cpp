@@ -212,6 +212,9 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
 
 void flush_locked(std::shared_ptr<Graph> g, const char* reason) {
   if (g->flushed) return;
+  TPU_CHECK(!g->capturing, ErrorKind::Runtime,
+            "torch.compile(backend=\"tpu\"): a value computed inside the compiled graph is needed "
+            "before the graph ends (", reason, "); data-dependent ops must run outside the graph");
   g->flushed = true;
   auto it = current.find(g->device);
   if (it != current.end() && it->second == g) current.erase(it);
@@ -368,6 +371,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
   }
   std::vector<std::shared_ptr<DeviceBuffer>> outputs = finish(results);
 
+  if (g->capturing) return outputs;
   switch (mode) {
     case EagerMode::Strict: flush_locked(g, "strict"); break;
     case EagerMode::Debug:
@@ -474,6 +478,137 @@ void flush_all(const char* reason) {
 }
 
 void set_origin_provider(OriginProvider provider) { origin_provider = provider; }
+
+// ---------------------------------------------------------------- capture
+
+namespace {
+std::shared_ptr<Graph> capture_graph;
+
+void drop_capture() {
+  if (!capture_graph) return;
+  auto it = current.find(capture_graph->device);
+  if (it != current.end() && it->second == capture_graph) current.erase(it);
+  capture_graph->capturing = false;
+  capture_graph->flushed = true;
+  // What was recorded only stood for the program's values; it never runs.
+  for (auto& node_results : capture_graph->results)
+    for (auto& weak : node_results)
+      if (auto b = weak.lock())
+        b->set_error("a tensor computed while capturing a torch.compile graph has no value");
+  capture_graph.reset();
+}
+}  // namespace
+
+void begin_capture(int device) {
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  Runtime::get().check_device(device);
+  TPU_CHECK(!capture_graph, ErrorKind::Runtime, "a torch.compile capture is already running");
+  flush_all("capture");
+  capture_graph = std::make_shared<Graph>(device);
+  capture_graph->capturing = true;
+  current[device] = capture_graph;
+}
+
+void abort_capture() {
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  drop_capture();
+}
+
+std::shared_ptr<CapturedProgram> end_capture(const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+                                             const std::vector<std::shared_ptr<DeviceBuffer>>& outputs) {
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  TPU_CHECK(capture_graph, ErrorKind::Runtime, "end_capture without begin_capture");
+  std::shared_ptr<Graph> g = capture_graph;
+  struct Guard {
+    ~Guard() { drop_capture(); }
+  } guard;
+  auto program = std::shared_ptr<CapturedProgram>(new CapturedProgram());
+  program->device_ = g->device;
+  for (const auto& in : inputs) program->input_types_.push_back(in->type());
+
+  // Outputs may be buffers the graph computed or buffers it was given.
+  hlo::Builder b;
+  std::vector<Value> param_values;
+  std::vector<NumberParam> numbers;
+  for (const auto& out : outputs)
+    if (out->graph() != g) g->param_of(out);
+  auto results = build_graph(b, *g, param_values, numbers);
+  std::vector<Value> outs;
+  std::vector<TensorType> out_types;
+  for (const auto& out : outputs) {
+    Value v = out->graph() == g ? results[out->graph_node()][out->graph_result()]
+                                : param_values[g->param_of(out)];
+    outs.push_back(v);
+    out_types.push_back(v.type);
+  }
+  for (const auto& p : g->params) {
+    CapturedProgram::Source src;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i] == p) src.input = static_cast<int>(i);
+    if (src.input < 0) src.constant = p;
+    program->params_.push_back(src);
+  }
+  for (const NumberParam& np : numbers) {
+    const Arg& a = g->nodes[np.node].args[np.arg];
+    uint64_t count = 1;
+    for (const auto& t : g->nodes[np.node].types->outputs) count = std::max<uint64_t>(count, t.numel());
+    program->numbers_.push_back({a.number, np.type, np.rng, count});
+  }
+  program->exe_ = Runtime::get().compile(b.module(outs), out_types, g->device);
+  count("captured_programs");
+  return program;
+}
+
+std::vector<std::shared_ptr<DeviceBuffer>> CapturedProgram::run(
+    const std::vector<std::shared_ptr<DeviceBuffer>>& inputs, RngSource rng) const {
+  Runtime& rt = Runtime::get();
+  TPU_CHECK(inputs.size() == input_types_.size(), ErrorKind::Runtime, "compiled tpu program takes ",
+            input_types_.size(), " inputs, got ", inputs.size());
+  std::vector<const pjrt::Buffer*> args;
+  std::string poisoned;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    TPU_CHECK(inputs[i]->type() == input_types_[i], ErrorKind::Runtime, "compiled tpu program input ",
+              i, " must be ", input_types_[i].str(), ", got ", inputs[i]->type().str());
+  for (const Source& s : params_) {
+    const auto& buf = s.input >= 0 ? inputs[s.input] : s.constant;
+    if (buf->state() == DeviceBuffer::State::Error) {
+      poisoned = buf->error_message();
+      break;
+    }
+    args.push_back(&buf->buffer());
+  }
+  std::vector<std::shared_ptr<DeviceBuffer>> results;
+  if (!poisoned.empty()) {
+    for (const auto& t : output_types()) results.push_back(DeviceBuffer::error(t, poisoned, device_));
+    return results;
+  }
+  std::vector<std::shared_ptr<pjrt::Buffer>> numbers;
+  std::vector<std::unique_ptr<pjrt::Buffer>> states;
+  for (const Number& n : numbers_) {
+    if (n.rng) {
+      auto [seed, offset] = rng(device_, n.rng_count);
+      uint64_t state[2] = {seed, offset};
+      states.push_back(rt.client().from_host(state, {ElementType::U64, {2}}, device_));
+      args.push_back(states.back().get());
+    } else {
+      numbers.push_back(number_buffer(n.value, n.type, device_));
+      args.push_back(numbers.back().get());
+    }
+  }
+  std::vector<std::unique_ptr<pjrt::Buffer>> outs;
+  try {
+    outs = exe_->execute(args, {}, device_);
+  } catch (const Error& e) {
+    for (const auto& t : output_types())
+      results.push_back(DeviceBuffer::error(t, std::string("compiled tpu program failed: ") + e.what(), device_));
+    return results;
+  }
+  count("launches");
+  for (auto& o : outs)
+    results.push_back(DeviceBuffer::materialized(std::move(o), "torch.compile program", device_));
+  if (!results.empty()) rt.note_launch(results.back());
+  return results;
+}
 
 EagerMode eager_mode() { return mode; }
 

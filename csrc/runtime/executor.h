@@ -53,6 +53,49 @@ void flush_graph(const std::shared_ptr<Graph>& graph, const char* reason);
 // Flushes every device's pending graph.
 void flush_all(const char* reason);
 
+// torch.compile: the ops recorded between begin_capture and end_capture form
+// one program that is compiled once and then launched for every call with
+// new input buffers (of the same types). Inputs are parameters, so the
+// executable depends only on their shapes and dtypes.
+class CapturedProgram {
+ public:
+  // Fresh generator state for random ops: (seed, offset) reserving `count`.
+  using RngSource = std::pair<uint64_t, uint64_t> (*)(int device, uint64_t count);
+  std::vector<std::shared_ptr<DeviceBuffer>> run(
+      const std::vector<std::shared_ptr<DeviceBuffer>>& inputs, RngSource rng) const;
+  const std::vector<hlo::TensorType>& input_types() const { return input_types_; }
+  const std::vector<hlo::TensorType>& output_types() const { return exe_->output_types(); }
+
+ private:
+  friend std::shared_ptr<CapturedProgram> end_capture(
+      const std::vector<std::shared_ptr<DeviceBuffer>>&, const std::vector<std::shared_ptr<DeviceBuffer>>&);
+  struct Source {
+    int input = -1;                          // a call input...
+    std::shared_ptr<DeviceBuffer> constant;  // ...or a buffer captured with the graph
+  };
+  struct Number {
+    lowering::Number value;
+    hlo::ElementType type;
+    bool rng;
+    uint64_t rng_count;
+  };
+  std::unique_ptr<pjrt::Executable> exe_;
+  std::vector<Source> params_;
+  std::vector<Number> numbers_;
+  std::vector<hlo::TensorType> input_types_;
+  int device_ = 0;
+};
+
+// Flushes pending work and starts recording into a capture graph.
+void begin_capture(int device);
+// `inputs`: the buffers standing for the program's inputs while capturing;
+// `outputs`: the buffers it returns. Throws if the capture cannot be compiled
+// (it then also ends).
+std::shared_ptr<CapturedProgram> end_capture(const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+                                             const std::vector<std::shared_ptr<DeviceBuffer>>& outputs);
+// Ends a capture that failed (an op raised), dropping what was recorded.
+void abort_capture();
+
 // Where ops come from, for error messages ("train.py:42"). aten/ installs a
 // provider that reads the Python stack; it may return null.
 using OriginProvider = std::shared_ptr<const std::string> (*)();

@@ -78,6 +78,7 @@ class Graph {
   std::string key;
   uint64_t rolling_hash = 1469598103934665603ULL;
   bool flushed = false;
+  bool capturing = false;  // recorded for torch.compile: never flushed, only captured
 
   int param_of(const std::shared_ptr<DeviceBuffer>& buffer);
   // "aten::mm (at model.py:12)" for messages about node n.

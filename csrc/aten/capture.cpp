@@ -1,0 +1,108 @@
+// torch.compile's bridge: Python runs an FX graph's ops on real `tpu`
+// tensors between _capture_begin and _capture_end; the runtime records them
+// into one graph (runtime/executor.h, CapturedProgram) that is compiled once
+// and launched on every later call. Inputs must be tensors that are their
+// storage's whole base (the Python side makes them so); an input whose
+// storage was written during the capture is a mutated input: its new value
+// is an extra output of the program, written back into the caller's tensor.
+#include <torch/csrc/utils/pybind.h>
+
+#include "aten/generator.h"
+#include "aten/tensor_bridge.h"
+#include "runtime/executor.h"
+
+namespace py = pybind11;
+
+namespace torch_tpu::aten {
+
+namespace {
+
+std::shared_ptr<runtime::DeviceBuffer> whole_base(const at::Tensor& t, const char* what) {
+  TORCH_CHECK(t.defined() && t.device().type() == c10::DeviceType::PrivateUse1, what,
+              " must be a tpu tensor");
+  runtime::Storage* s = storage_of(t);
+  TORCH_CHECK_VALUE(runtime::is_identity(geometry_of(t), s->base->type()), what,
+                    " must be a contiguous tensor covering its whole storage (call .contiguous())");
+  return s->base;
+}
+
+std::pair<uint64_t, uint64_t> next_rng(int device, uint64_t count) {
+  return default_generator(static_cast<c10::DeviceIndex>(device)).get<TpuGenerator>()->take(count);
+}
+
+struct Capture {
+  std::vector<at::Tensor> inputs;
+  std::vector<std::shared_ptr<runtime::DeviceBuffer>> bases;
+};
+Capture active;
+
+class Program {
+ public:
+  Program(std::shared_ptr<runtime::CapturedProgram> p, std::vector<int> mutated, int device)
+      : program_(std::move(p)), mutated_(std::move(mutated)), device_(device) {}
+
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const {
+    std::vector<std::shared_ptr<runtime::DeviceBuffer>> bases;
+    for (const auto& t : inputs) bases.push_back(whole_base(t, "compiled program input"));
+    auto outs = translate_errors([&] {
+      py::gil_scoped_release no_gil;
+      return program_->run(bases, &next_rng);
+    });
+    size_t n_plain = outs.size() - mutated_.size();
+    std::vector<at::Tensor> results;
+    for (size_t i = 0; i < n_plain; ++i) results.push_back(wrap_buffer(outs[i], device_));
+    for (size_t k = 0; k < mutated_.size(); ++k) assign_base(inputs[mutated_[k]], outs[n_plain + k]);
+    return results;
+  }
+
+ private:
+  std::shared_ptr<runtime::CapturedProgram> program_;
+  std::vector<int> mutated_;  // inputs written by the program, in output order after the plain ones
+  int device_;
+};
+
+}  // namespace
+
+void bind_capture(py::module& m) {
+  py::class_<Program>(m, "CapturedProgram")
+      .def("run", &Program::run, "Launch with new inputs (same shapes and dtypes as captured)");
+
+  m.def("_capture_begin", [](int device, const std::vector<at::Tensor>& inputs) {
+    Capture c;
+    for (const auto& t : inputs) {
+      c.inputs.push_back(t);
+      c.bases.push_back(whole_base(t, "captured input"));
+    }
+    translate_errors([&] { runtime::begin_capture(device); });
+    active = std::move(c);
+  });
+  m.def("_capture_abort", []() {
+    for (size_t i = 0; i < active.inputs.size(); ++i) assign_base(active.inputs[i], active.bases[i]);
+    active = Capture();
+    runtime::abort_capture();
+  });
+  m.def("_capture_end", [](const std::vector<at::Tensor>& outputs) {
+    Capture c = std::move(active);
+    active = Capture();
+    std::vector<std::shared_ptr<runtime::DeviceBuffer>> outs;
+    for (const auto& t : outputs) {
+      TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
+                  "compiled graph output must be a tpu tensor, got ", t.device());
+      outs.push_back(translate_errors([&] { return runtime::read_contiguous(input_of(t)); }));
+    }
+    std::vector<int> mutated;
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      runtime::Storage* s = storage_of(c.inputs[i]);
+      if (s->base != c.bases[i]) {
+        mutated.push_back(static_cast<int>(i));
+        outs.push_back(s->base);
+        s->base = c.bases[i];  // the capture computed nothing real: restore
+      }
+    }
+    int device = c.inputs.empty() ? current_device() : c.inputs[0].device().index();
+    auto program = translate_errors([&] { return runtime::end_capture(c.bases, outs); });
+    return Program(program, mutated, device);
+  });
+}
+
+}  // namespace torch_tpu::aten
