@@ -2,13 +2,14 @@
 import os
 import subprocess
 import sys
-import tempfile
 import textwrap
 
-# Tests start from an empty persistent executable cache of their own (read
-# once, when the runtime starts), so that no entry from another run or
-# version can hide a compilation.
-os.environ.setdefault("TORCH_TPU_CACHE_DIR", tempfile.mkdtemp(prefix="torch_tpu_test_cache_"))
+# The suite keeps its own persistent executable cache, apart from the user's.
+# Entries are keyed by the full program text and the plugin, so one left by
+# an earlier run (or an older version) can only be the same executable; tests
+# that count compilations use fresh folders of their own.
+os.environ.setdefault("TORCH_TPU_CACHE_DIR",
+                      os.path.join(os.path.expanduser("~"), ".cache", "torch_tpu_tests"))
 
 import pytest
 import torch

@@ -122,7 +122,7 @@ void check_forward(const Value& x, const Value& w, const std::optional<Value>& b
     TPU_CHECK(p.padding[i] >= 0, ErrorKind::Runtime, "negative padding is not supported");
     TPU_CHECK(p.dilation[i] > 0, ErrorKind::Runtime, "dilation should be greater than zero");
   }
-  TPU_CHECK(ws[0] % (p.transposed ? 1 : p.groups) == 0, ErrorKind::Runtime,
+  TPU_CHECK(ws[0] % p.groups == 0, ErrorKind::Runtime,
             "Given groups=", p.groups, ", expected weight to be divisible by ", p.groups,
             " at dimension 0, but got weight of size ", sizes_str(ws), " instead");
   if (!p.transposed) {

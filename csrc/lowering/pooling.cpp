@@ -37,7 +37,9 @@ std::string sizes_str(const Shape& s, const char* sep = ", ") {
 struct Pool {
   size_t n = 0;
   Ints kernel, stride, pad, dilation, in, out;
-  // Low/high padding that makes reduce_window produce exactly `out`.
+  // Low/high padding that makes reduce_window produce exactly `out`. A
+  // negative high (floor mode leaving trailing rows unread) is clamped to 0:
+  // the window count then still floors to `out`.
   Pads window_pads(int64_t rank) const {
     Pads p(rank - n, {0, 0});
     for (size_t i = 0; i < n; ++i) {
@@ -123,15 +125,13 @@ std::vector<Value> argmax(Builder& r, const std::vector<Value>& a) {
   return {r.select(take_b, bv, av), r.select(take_b, bi, ai)};
 }
 
-Value lowest(Builder& b, E t) { return b.min_value(t); }
-
 // Padding elements take the init value: the lowest value with an index that
 // loses every tie, so a window never picks padding.
 std::vector<Value> max_pool(Builder& b, Value x, const Pool& p) {
   int64_t r = x.rank();
   Value idx = plane_indices(b, x.shape(), p.n);
   return b.reduce_window({x, idx},
-                         {lowest(b, x.dtype()),
+                         {b.min_value(x.dtype()),
                           b.constant_int(std::numeric_limits<int64_t>::max(), E::I64)},
                          p.full(p.kernel, r), p.full(p.stride, r), {}, p.full(p.dilation, r),
                          p.window_pads(r), argmax);
@@ -172,14 +172,10 @@ Value scatter_at_indices(Builder& b, Value g, Value indices, const Shape& in_sha
   return cast(b, b.reshape(sum, in_shape), g.dtype());
 }
 
-std::vector<Value> lower_max_pool_backward_any(Context& ctx, const Args& a, size_t n) {
-  Value g = a[0].as_tensor(), x = a[1].as_tensor(), idx = a[7].as_tensor();
-  return {scatter_at_indices(ctx.b, g, idx, x.shape(), n)};
-}
-
 template <size_t n>
 std::vector<Value> lower_max_pool_with_indices_backward(Context& ctx, const Args& a) {
-  return lower_max_pool_backward_any(ctx, a, n);
+  Value g = a[0].as_tensor(), x = a[1].as_tensor(), idx = a[7].as_tensor();
+  return {scatter_at_indices(ctx.b, g, idx, x.shape(), n)};
 }
 
 // ---- average pooling
@@ -391,7 +387,7 @@ std::vector<Value> lower_adaptive_max_pool2d(Context& ctx, const Args& a) {
   Value idx = b.reshape(constant_vector(b, plane, E::I64), grid);
   idx = b.broadcast_in_dim(idx, split, {lead, lead + 1, lead + 2, lead + 3});
   return b.reduce({values, idx},
-                  {lowest(b, x.dtype()), b.constant_int(std::numeric_limits<int64_t>::max(), E::I64)},
+                  {b.min_value(x.dtype()), b.constant_int(std::numeric_limits<int64_t>::max(), E::I64)},
                   {lead + 1, lead + 3}, argmax);
 }
 
