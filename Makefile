@@ -3,7 +3,7 @@
 PYTHON ?= python3
 BUILD_LOCK = /tmp/torch_tpu_build.lock
 
-.PHONY: install deps build test test-cpp test-py demo bench clean
+.PHONY: install deps build test test-cpp test-py test-dist4 demo bench clean
 
 deps:
 	bash scripts/install_deps.sh
@@ -27,6 +27,10 @@ test: install
 	$(MAKE) test-cpp
 	$(MAKE) test-py
 
+# tpu_dist with 4 processes (the default suite runs 2).
+test-dist4: build
+	$(PYTHON) -m pytest -q tests/distributed -m dist4
+
 demo: install
 	$(PYTHON) examples/train_classifier.py
 
@@ -35,3 +39,20 @@ bench: install
 
 clean:
 	rm -rf build python/torch_tpu/_C*.so
+
+# ---- OpInfo coverage (tests/opinfo/): PyTorch's op database on tpu vs the CPU,
+# zero CPU fallback. Reports go to tests/opinfo/report/ (git-ignored).
+# opinfo-report: the CI slice of ~40 common ops x (float32, bfloat16), all samples;
+# opinfo-full: every OpInfo x every dtype, OPINFO_MAX_SAMPLES samples per
+# (op, dtype) (plus as many reference inputs); 0 = all of them.
+OPINFO_MAX_SAMPLES ?= 4
+.PHONY: opinfo-report opinfo-full coverage-table
+opinfo-report: build
+	env -u TORCH_TPU_CPU_FALLBACK $(PYTHON) tests/opinfo/run.py --ops slice --dtypes ci --max-samples 0
+
+opinfo-full: build
+	env -u TORCH_TPU_CPU_FALLBACK $(PYTHON) tests/opinfo/run.py --ops all --dtypes all --max-samples $(OPINFO_MAX_SAMPLES)
+
+# docs/coverage.md from the registry (tests/test_coverage_table.py fails when it is stale).
+coverage-table: build
+	$(PYTHON) scripts/coverage_table.py --write

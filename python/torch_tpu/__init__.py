@@ -85,3 +85,4 @@ __all__ = [
     "env_table", "eager_mode", "flush", "get_eager_mode", "lowered_ops", "metrics",
     "metrics_report", "platform", "reset_metrics", "set_eager_mode", "tolerance",
 ]
+from . import dynamo  # noqa: E402,F401  (registers the "tpu" torch.compile backend)
