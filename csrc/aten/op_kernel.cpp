@@ -10,6 +10,7 @@
 #include "aten/op_kernel.h"
 
 #include <deque>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -27,7 +28,11 @@ namespace {
 
 using lowering::Arg;
 
-enum class Variant { Functional, InPlace, Out };
+// Functional: returns new tensors. InPlace: `add_` writes self. Out: `add.out`
+// writes kwarg-only outs. Mutating: an op that returns new tensors and also
+// updates some arguments (batch norm's running statistics): its lowering
+// returns the schema's results followed by the new values of those arguments.
+enum class Variant { Functional, InPlace, Out, Mutating };
 
 struct Route {
   const lowering::Lowering* lowering = nullptr;
@@ -37,7 +42,24 @@ struct Route {
   // factories: dtype, layout, device, pin_memory); they take their defaults,
   // and `dtype` takes the out tensor's.
   std::vector<c10::Argument> extra;
+  // native_batch_norm updates running_mean/var in training although its
+  // schema does not say so: then the mutating twin runs instead.
+  const lowering::Lowering* training_twin = nullptr;
 };
+
+// Integer results a lowering cannot return (it returns tensors): computed
+// from the arguments, inserted at their positions in the schema's results.
+const std::map<std::string, std::vector<int64_t> (*)(const std::vector<c10::IValue>&)>&
+integer_results() {
+  static const std::map<std::string, std::vector<int64_t> (*)(const std::vector<c10::IValue>&)>
+      table = {
+          {"aten::_scaled_dot_product_fused_attention_overrideable",
+           [](const std::vector<c10::IValue>& v) -> std::vector<int64_t> {
+             return {v[0].toTensor().size(-2), v[1].toTensor().size(-2)};  // max_q, max_k
+           }},
+      };
+  return table;
+}
 
 std::string full_name(const c10::OperatorName& n) {
   return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
@@ -90,6 +112,14 @@ Route compute_route(const c10::OperatorHandle& op) {
   for (size_t i = 0; i < schema.arguments().size(); ++i)
     if (is_written(schema.arguments()[i])) r.written.push_back(static_cast<int>(i));
   if (r.written.empty()) {
+    r.lowering = lowering::find_lowering(full_name(schema.operator_name()));
+    if (schema.name() == "aten::native_batch_norm")
+      r.training_twin = lowering::find_lowering("aten::_native_batch_norm_legit_functional");
+    return r;
+  }
+  const std::string& own = schema.name();
+  if (!schema.arguments()[r.written[0]].kwarg_only() && !own.empty() && own.back() != '_') {
+    r.variant = Variant::Mutating;
     r.lowering = lowering::find_lowering(full_name(schema.operator_name()));
     return r;
   }
@@ -328,10 +358,21 @@ bool returns_list(const c10::FunctionSchema& schema) {
   return schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
 }
 
-void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Route& route) {
+void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Route& given) {
   const auto& schema = op.schema();
   size_t n = schema.arguments().size();
   std::vector<c10::IValue> values(stack->end() - n, stack->end());
+  Route twin;
+  const Route* selected = &given;
+  auto defined = [&](int i) { return values[i].isTensor() && values[i].toTensor().defined(); };
+  if (given.training_twin && values[5].toBool() && defined(3) && defined(4)) {
+    twin = given;
+    twin.lowering = given.training_twin;
+    twin.variant = Variant::Mutating;
+    twin.written = {3, 4};
+    selected = &twin;
+  }
+  const Route& route = *selected;
   std::vector<std::pair<const c10::Argument*, c10::IValue>> args;
   for (size_t i = 0; i < n; ++i) {
     bool skip = route.variant == Variant::Out &&
@@ -352,7 +393,11 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   reader.read(args, route.lowering->implicit_generator);
   call.device = reader.device();
 
-  if (route.variant == Variant::InPlace) {
+  if (route.variant == Variant::Mutating) {
+    size_t plain = schema.returns().size() - (integer_results().count(schema.name()) ? 2 : 0);
+    call.destinations.assign(plain, std::nullopt);
+  }
+  if (route.variant == Variant::InPlace || route.variant == Variant::Mutating) {
     for (int idx : route.written) {
       const at::Tensor& t = values[idx].toTensor();
       TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, schema.name(),
@@ -388,7 +433,8 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     return;
   }
   std::vector<at::Tensor> results;
-  for (auto& buf : outputs) results.push_back(wrap_buffer(buf, call.device));
+  for (auto& buf : outputs)
+    if (buf) results.push_back(wrap_buffer(buf, call.device));  // null: written into an argument
   if (route.variant == Variant::Out) {
     for (size_t k = 0; k < route.written.size() && k < results.size(); ++k) {
       at::Tensor out = values[route.written[k]].toTensor();
@@ -406,9 +452,19 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     }
     return;
   }
-  if (compare) compare_with_cpu(op, std::move(host_args), {}, results);
+  if (compare && route.variant != Variant::Mutating)
+    compare_with_cpu(op, std::move(host_args), {}, results);
   if (returns_list(schema)) {
     stack->push_back(c10::IValue(results));
+  } else if (auto it = integer_results().find(schema.name()); it != integer_results().end()) {
+    std::vector<int64_t> ints = it->second(values);
+    size_t t = 0, i = 0;
+    for (const auto& ret : schema.returns()) {
+      bool integer = ret.type()->kind() == c10::TypeKind::IntType ||
+                     ret.type()->kind() == c10::TypeKind::SymIntType;
+      if (integer) stack->push_back(c10::IValue(ints.at(i++)));
+      else stack->push_back(std::move(results.at(t++)));
+    }
   } else {
     TORCH_CHECK(results.size() == schema.returns().size(), "tpu lowering of ", schema.name(),
                 " returned ", results.size(), " values; the schema has ", schema.returns().size());

@@ -6,6 +6,8 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 
 #include "aten/tensor_bridge.h"
@@ -124,6 +126,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
   m.impl("unfold", TORCH_FN(at::native::unfold));
   m.impl("view", TORCH_FN(at::native::view));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
 }
 
 }  // namespace torch_tpu::aten

@@ -186,7 +186,7 @@ const Arg* find_rng(const Args& a) {
 // philox_offset, debug_attn_mask). The two SymInt results (max_q = L,
 // max_k = S) are not values: this returns the seven tensors in order.
 // Dropout needs a generator the schema does not have: the aten layer
-// appends one (an Rng argument) when dropout_p > 0.
+// appends the default one as a last (Rng) argument (kImplicitGenerator).
 Values lower_sdpa_overrideable(Context& ctx, const Args& a) {
   Builder& b = ctx.b;
   const char* op = "_scaled_dot_product_fused_attention_overrideable";
@@ -270,7 +270,8 @@ Values lower_sdpa_overrideable_backward(Context& ctx, const Args& a) {
 
 }  // namespace
 
-TPU_LOWERING("aten::_scaled_dot_product_fused_attention_overrideable", lower_sdpa_overrideable);
+TPU_LOWERING("aten::_scaled_dot_product_fused_attention_overrideable", lower_sdpa_overrideable,
+             kImplicitGenerator);
 TPU_LOWERING("aten::_scaled_dot_product_fused_attention_overrideable_backward",
              lower_sdpa_overrideable_backward);
 

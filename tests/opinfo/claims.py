@@ -15,6 +15,8 @@ dispatcher itself, not from a hand-kept list:
   _to_copy, zeros_like...): ours when the ops it calls are;
 - ``decomposed``: a CompositeImplicitAutograd kernel: never reaches the backend,
   its decomposition does;
+- ``metadata``: sym_size, sym_stride...: CompositeImplicit kernels that read
+  the tensor's metadata on the host;
 - ``missing``: none of these: the call raises NotImplementedError.
 """
 from __future__ import annotations
@@ -55,12 +57,41 @@ def classify(name: str) -> tuple[str, str]:
         base = pu1.rsplit("/", 1)[-1]
         if base in _LOWERED_FROM:
             return "lowered", "StableHLO lowering (" + _lowering_of(name) + ")"
+        if base == "data_dependent.cpp" and _lowering_of(name) in _lowered():
+            return "lowered", ("StableHLO lowering (" + _lowering_of(name) + "); boolean masks in the "
+                               "indices are first turned into int64 indices by a host sync "
+                               "(csrc/aten/data_dependent.cpp)")
         return "native", f"hand-written kernel in csrc/aten/{base}"
+    if (cea == "CompositeExplicitAutogradNonFunctional" and _has_cpu_kernel(name)
+            and not _out_variant_handled(name)):
+        # A structured op's functional form: its only kernel calls the out= form.
+        return "missing", "no tpu kernel (its CompositeExplicitAutogradNonFunctional kernel calls " \
+                          "the out= form, which has none)"
     if cea:
         return "composite", f"{cea} kernel: runs the ops it calls"
+    if cia and name.startswith("aten::sym_"):
+        return "metadata", "reads sizes/strides/offset on the host; no device work"
     if cia:
         return "decomposed", "CompositeImplicitAutograd: decomposed before reaching the backend"
     return "missing", "no tpu kernel"
+
+
+def _has_cpu_kernel(name: str) -> bool:
+    # Structured ops have backend kernels of their own; their generic
+    # CompositeExplicitAutogradNonFunctional kernel only wraps the out= form.
+    return torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU")
+
+
+def _out_variant_handled(name: str) -> bool:
+    base = name[6:].split(".", 1)[0].rstrip("_")
+    packet = getattr(torch.ops.aten, base, None)
+    if packet is None:
+        return False
+    for ov in packet.overloads():
+        if ov.endswith("out") and torch._C._dispatch_has_kernel_for_dispatch_key(
+                f"aten::{base}.{ov}", "PrivateUse1"):
+            return True
+    return False
 
 
 def _lowering_of(name: str) -> str:
@@ -86,7 +117,7 @@ def _lowered() -> frozenset:
 def handled(name: str) -> bool:
     """True when a call to `name` with tpu tensors reaches a tpu kernel or a
     composite kernel (which may still call a missing op)."""
-    return classify(name)[0] in ("lowered", "native", "composite", "decomposed")
+    return classify(name)[0] in ("lowered", "native", "composite", "decomposed", "metadata")
 
 
 def overload_name(op) -> str:

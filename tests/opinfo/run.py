@@ -59,8 +59,41 @@ def _worker(keys, dtypes, max_samples):
         print(json.dumps({"done": key}), flush=True)
 
 
-def run(keys, dtypes, max_samples, timeout, progress=True):
-    """Runs keys in worker processes; returns the list of records."""
+def run_parallel(keys, dtypes, max_samples, timeout, jobs=1, log=None):
+    """run() over `jobs` worker processes (keys dealt round-robin)."""
+    import threading
+
+    results = [[] for _ in range(jobs)]
+    lock = threading.Lock()
+
+    def one(i):
+        results[i] = run(keys[i::jobs], dtypes, max_samples, timeout, log=log, lock=lock, total=len(keys))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [r for rs in results for r in rs]
+
+
+_done_count = [0]
+
+
+def run(keys, dtypes, max_samples, timeout, progress=True, log=None, lock=None, total=None):
+    """Runs keys in worker processes; returns the list of records. Each
+    record is also appended to `log` (JSON lines) as it arrives."""
+    import contextlib
+
+    lock = lock or contextlib.nullcontext()
+    total = total or len(keys)
+
+    def keep(rec):
+        records.append(rec)
+        if log:
+            with lock, open(log, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+
     env = dict(os.environ)
     env.pop("TORCH_TPU_CPU_FALLBACK", None)
     todo = list(keys)
@@ -78,8 +111,8 @@ def run(keys, dtypes, max_samples, timeout, progress=True):
             if not sel.select(timeout=5):
                 if current and time.time() - last > timeout:
                     p.kill()
-                    records.append({"op": current, "dtype": "-", "fwd": "fail", "bwd": "n/a",
-                                    "reason": f"timeout: no result for {timeout}s (killed)"})
+                    keep({"op": current, "dtype": "-", "fwd": "fail", "bwd": "n/a",
+                          "reason": f"timeout: no result for {timeout}s (killed)"})
                     break
                 if p.poll() is not None:
                     break
@@ -97,21 +130,23 @@ def run(keys, dtypes, max_samples, timeout, progress=True):
             elif "done" in msg:
                 todo.remove(msg["done"])
                 if progress:
-                    print(f"[{len(keys) - len(todo)}/{len(keys)}] {msg['done']}", file=sys.stderr, flush=True)
+                    with lock:
+                        _done_count[0] += 1
+                        print(f"[{_done_count[0]}/{total}] {msg['done']}", file=sys.stderr, flush=True)
                 current = None
             else:
-                records.append(msg)
+                keep(msg)
         rc = p.wait()
         if current is not None and current in todo:
             if not any(r["op"] == current and "timeout" in r.get("reason", "") for r in records):
-                records.append({"op": current, "dtype": "-", "fwd": "fail", "bwd": "n/a",
-                                "reason": f"worker process died (exit {rc}) while running this op"})
+                keep({"op": current, "dtype": "-", "fwd": "fail", "bwd": "n/a",
+                      "reason": f"worker process died (exit {rc}) while running this op"})
             todo.remove(current)
         elif current is None and rc != 0 and todo:
             # died between ops (import failure...): give up rather than loop
             for k in todo:
-                records.append({"op": k, "dtype": "-", "fwd": "fail", "bwd": "n/a",
-                                "reason": f"worker process exited {rc} before this op"})
+                keep({"op": k, "dtype": "-", "fwd": "fail", "bwd": "n/a",
+                      "reason": f"worker process exited {rc} before this op"})
             todo = []
     return records
 
@@ -130,8 +165,24 @@ def totals(records):
     return t
 
 
+def rescore(records):
+    """Recomputes which overloads are unclaimed with this process's registry
+    (claims.classify), so a report written later reflects the current rules."""
+    from claims import classify
+
+    for r in records:
+        f = r.get("failures", [])
+        if r.get("fwd") == "fail" and f and all("cannot be held by the PJRT plugin" in x["reason"] for x in f):
+            r.update(fwd="skip", bwd="n/a", failures=[],
+                     reason="a dtype the PJRT plugin cannot hold: " + f[0]["reason"][:160])
+        if "aten" in r:
+            r["unclaimed"] = sorted(n for n in r["aten"] if classify(n)[0] == "missing")
+            r["unclaimed_bwd"] = sorted(n for n in r.get("aten_bwd", []) if classify(n)[0] == "missing")
+
+
 def write_report(records, out_dir, meta):
     os.makedirs(out_dir, exist_ok=True)
+    rescore(records)
     t = totals(records)
     with open(os.path.join(out_dir, "report.json"), "w") as f:
         json.dump({"meta": meta, "totals": t, "records": records}, f, indent=1)
@@ -202,6 +253,11 @@ def main(argv=None):
     ap.add_argument("--timeout", type=int, default=300)
     ap.add_argument("--out", default=os.path.join(HERE, "report"))
     ap.add_argument("--worker", action="store_true")
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes in parallel")
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite the report from <out>/records.jsonl without running anything")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the records of ops already in <out>/records.jsonl and run only the others")
     a = ap.parse_args(argv)
     dtypes = {"ci": CI_DTYPES}.get(a.dtypes)
     if dtypes is None:
@@ -220,7 +276,21 @@ def main(argv=None):
     else:
         keys = a.ops.split(",")
     t0 = time.time()
-    records = run(keys, dtypes, a.max_samples, a.timeout)
+    os.makedirs(a.out, exist_ok=True)
+    log = os.path.join(a.out, "records.jsonl")
+    old = []
+    if a.report_only:
+        with open(log) as f:
+            records = [json.loads(line) for line in f if line.strip()]
+    elif a.resume and os.path.exists(log):
+        with open(log) as f:
+            old = [json.loads(line) for line in f if line.strip()]
+        have = {r["op"] for r in old}
+        keys = [k for k in keys if k not in have]
+    elif os.path.exists(log):
+        os.remove(log)
+    if not a.report_only:
+        records = old + run_parallel(keys, dtypes, a.max_samples, a.timeout, jobs=a.jobs, log=log)
     import torch
     import torch_tpu
 
