@@ -5,7 +5,6 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "common/env.h"
 #include "common/error.h"
@@ -34,7 +33,12 @@ namespace {
 
 std::recursive_mutex mu;                          // guards recording and flushing
 std::map<int, std::shared_ptr<Graph>> current;    // the recording graph of each device
-std::unordered_set<uint64_t> flushed_hashes;      // rolling hashes of flushed graphs
+// Deferred graphs that ran: rolling hash -> node count. A recording graph
+// whose prefix matches one is cut there ("repeat"), so loops recur. Graphs
+// flushed one op at a time (strict, debug) and tiny ones are not remembered:
+// they would cut every later graph after its first op.
+std::unordered_map<uint64_t, size_t> flushed_graphs;
+constexpr size_t kMinRepeatNodes = 8;
 OriginProvider origin_provider = nullptr;
 EagerMode mode = [] {
   if (env().launch_blocking) return EagerMode::Debug;
@@ -219,7 +223,8 @@ void flush_locked(std::shared_ptr<Graph> g, const char* reason) {
   auto it = current.find(g->device);
   if (it != current.end() && it->second == g) current.erase(it);
   count((std::string("flush.") + reason).c_str());
-  flushed_hashes.insert(g->rolling_hash);
+  if (mode == EagerMode::DeferAndFuse && g->nodes.size() >= kMinRepeatNodes)
+    flushed_graphs[g->rolling_hash] = g->nodes.size();
 
   std::vector<std::shared_ptr<DeviceBuffer>> live;
   std::vector<std::pair<int, int>> live_ids;
@@ -381,7 +386,8 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
     case EagerMode::DeferAndFuse:
       if (static_cast<int64_t>(g->nodes.size()) >= env().fuse_max_ops)
         flush_locked(g, "size_bound");
-      else if (flushed_hashes.count(g->rolling_hash))
+      else if (auto it = flushed_graphs.find(g->rolling_hash);
+               it != flushed_graphs.end() && it->second == g->nodes.size())
         flush_locked(g, "repeat");
       break;
   }
