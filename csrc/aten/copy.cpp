@@ -14,18 +14,23 @@ namespace {
 bool on_tpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
 
 // A CPU tensor with the contents of a `tpu` tensor (same sizes and dtype).
+// The lazy conjugate and negative bits travel with it: the device holds the
+// un-conjugated values, as PyTorch's storage does.
 at::Tensor to_host(const at::Tensor& src) {
-  at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
+  at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU).dtype(src.scalar_type()));
   translate_errors([&] {
     auto buffer = runtime::read_contiguous(input_of(src));
     buffer->to_host(host.data_ptr());
   });
+  if (src.is_conj()) host = host.conj();
+  if (src.is_neg()) host = host._neg_view();
   return host;
 }
 
 void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src) {
   // Convert and broadcast on the host, upload once, then write the view.
-  at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  at::Tensor host =
+      src.resolve_conj().resolve_neg().to(dst.scalar_type()).expand(dst.sizes()).contiguous();
   translate_errors([&] {
     runtime::Storage* s = storage_of(dst);
     hlo::TensorType type{to_hlo(dst.scalar_type()), {dst.sizes().begin(), dst.sizes().end()}};
@@ -47,9 +52,13 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool /*non_blocking*/
   if (self.numel() == 0) return self;
   if (on_tpu(self) && on_tpu(src)) {
     at::assert_no_partial_overlap(self, src);
+    // A lazy conjugate or negative bit that differs between the two is
+    // applied while copying (as the CPU's copy_ does).
+    int transform = (src.is_conj() != self.is_conj() ? runtime::kCopyConjugate : 0) |
+                    (src.is_neg() != self.is_neg() ? runtime::kCopyNegate : 0);
     TORCH_CHECK(self.device() == src.device(), "copy_: tpu to tpu copies across devices (",
                 src.device(), " -> ", self.device(), ") are not supported");
-    translate_errors([&] { runtime::copy_into(input_of(self), input_of(src)); });
+    translate_errors([&] { runtime::copy_into(input_of(self), input_of(src), transform); });
   } else if (on_tpu(self)) {
     TORCH_CHECK(src.device().is_cpu(), "copy_: cannot copy from ", src.device(), " to ", self.device());
     copy_host_to_device(self, src);

@@ -11,6 +11,7 @@
 
 #include <deque>
 #include <map>
+#include <set>
 #include <mutex>
 #include <unordered_map>
 
@@ -354,6 +355,28 @@ class ArgReader {
   at::Generator generator_holder_;
 };
 
+// In-place writes into tensors whose elements alias (expanded views) raise,
+// as on the CPU, except for the ops the CPU still allows: those that write
+// the same value everywhere (fill_, zero_), and three it allows with a
+// deprecation warning.
+void check_overlapping_write(const std::string& op, const at::Tensor& t) {
+  static const std::set<std::string> allowed = {"aten::fill_", "aten::zero_"};
+  static const std::map<std::string, std::string> deprecated = {
+      {"aten::_index_put_impl_", "index_put_"},
+      {"aten::index_fill_", "index_fill_"},
+      {"aten::index_put_", "index_put_"},
+      {"aten::masked_fill_", "masked_fill_"},
+  };
+  if (allowed.count(op)) return;
+  if (auto it = deprecated.find(op); it != deprecated.end()) {
+    if (at::has_internal_overlap(t) == at::MemOverlap::Yes)
+      TORCH_WARN("Use of ", it->second, " on expanded tensors is deprecated. Please clone() the "
+                 "tensor before performing this operation.");
+    return;
+  }
+  translate_errors([&] { runtime::check_writable(geometry_of(t), op.c_str()); });
+}
+
 bool returns_list(const c10::FunctionSchema& schema) {
   return schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
 }
@@ -402,7 +425,7 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
       const at::Tensor& t = values[idx].toTensor();
       TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, schema.name(),
                   ": in-place target must be a tpu tensor, got ", t.device());
-      translate_errors([&] { runtime::check_writable(geometry_of(t), schema.name().c_str()); });
+      check_overlapping_write(schema.name(), t);
       call.destinations.push_back(runtime::Destination{input_of(t), true});
     }
   }

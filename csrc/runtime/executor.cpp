@@ -461,6 +461,17 @@ std::vector<hlo::Value> identity(lowering::Context&, const lowering::Args& args)
 }
 const lowering::Lowering kContiguous{"tpu::contiguous", &identity, false};
 
+// Copies that resolve PyTorch's lazy conjugate / negative bits.
+std::vector<hlo::Value> conj_neg(lowering::Context& ctx, const lowering::Args& args) {
+  hlo::Builder& b = ctx.b;
+  Value x = args[0].as_tensor();
+  if ((args[1].i & kCopyConjugate) && hlo::is_complex(x.dtype()))
+    x = b.complex(b.real(x), b.neg(b.imag(x)));
+  if (args[1].i & kCopyNegate) x = b.neg(x);
+  return {x};
+}
+const lowering::Lowering kConjNeg{"tpu::conj_neg", &conj_neg, false};
+
 }  // namespace
 
 // ---------------------------------------------------------------- public
@@ -672,19 +683,27 @@ std::shared_ptr<DeviceBuffer> read_contiguous(const TensorInput& input) {
   return run_op(call)[0];
 }
 
-void copy_into(const TensorInput& dst, const TensorInput& src) {
+void copy_into(const TensorInput& dst, const TensorInput& src, int transform) {
   check_writable(dst.view, "copy_");
-  if (covers_storage(dst.view, dst.storage->nbytes) && src.view.sizes == dst.view.sizes &&
-      src.view.dtype == dst.view.dtype) {
+  if (transform == 0 && covers_storage(dst.view, dst.storage->nbytes) &&
+      src.view.sizes == dst.view.sizes && src.view.dtype == dst.view.dtype) {
     dst.storage->base = read_contiguous(src);
     return;
   }
   OpCall call;
-  call.lowering = &kContiguous;
+  call.lowering = transform ? &kConjNeg : &kContiguous;
   Arg a;
   a.kind = Arg::Kind::Tensor;
   call.args.push_back(a);
+  if (transform) {
+    Arg flags;
+    flags.kind = Arg::Kind::Int;
+    flags.index = 1;
+    flags.i = transform;
+    call.args.push_back(flags);
+  }
   call.inputs.push_back({src});
+  if (transform) call.inputs.emplace_back();
   call.destinations.push_back(Destination{dst, false});
   call.device = dst.storage->device;
   run_op(call);

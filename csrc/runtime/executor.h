@@ -113,6 +113,8 @@ std::shared_ptr<DeviceBuffer> read_contiguous(const TensorInput& input);
 // Writes `src` (broadcast and converted) through the view `dst`. When `dst`
 // covers its whole storage and `src` is already the right buffer, the
 // storages share it instead (buffers are immutable, so sharing is a copy).
-void copy_into(const TensorInput& dst, const TensorInput& src);
+// `transform`: kCopyConjugate / kCopyNegate resolve PyTorch's lazy bits.
+enum CopyTransform : int { kCopyConjugate = 1, kCopyNegate = 2 };
+void copy_into(const TensorInput& dst, const TensorInput& src, int transform = 0);
 
 }  // namespace torch_tpu::runtime
