@@ -180,15 +180,7 @@ def test_write_into_expanded_view_raises_like_cpu(tpu, op):
                 x.relu_()
 
 
-# The tpu in-place path (runtime::check_writable, csrc/aten/op_kernel.cpp)
-# refuses every write into an overlapping view; the CPU only refuses the
-# TensorIterator ops. Reported to the aten/runtime owner.
-_STRICTER = pytest.mark.xfail(reason="tpu refuses writes into expanded views that the CPU performs "
-                                     "(check_writable in op_kernel.cpp)", strict=False)
-
-
-@pytest.mark.parametrize("op", [pytest.param(o, marks=_STRICTER) for o in
-                                ["fill_", "zero_", "index_fill_", "index_put_"]])
+@pytest.mark.parametrize("op", ["fill_", "zero_", "index_fill_", "index_put_"])
 def test_write_into_expanded_view_where_cpu_allows_it(tpu, op):
     # The CPU lets these write through every alias (index_fill_ and
     # index_put_ with a deprecation warning): the base sees it.
