@@ -189,3 +189,19 @@ def test_import_torch_tpu_first(run_python):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "[3.0]"
+
+
+def test_streams_and_events_are_the_one_device_stream():
+    s = torch.tpu.current_stream()
+    assert s.device == torch.device("tpu", 0)
+    assert torch.tpu.Stream() == s and torch.tpu.default_stream() == s
+    x = torch.arange(4.0).to("tpu")
+    with torch.tpu.stream(torch.tpu.Stream()):
+        y = x * 3
+    e = torch.tpu.Event()
+    e.record()
+    e.synchronize()
+    assert e.query()
+    torch.testing.assert_close(y.cpu(), torch.arange(4.0) * 3)
+    with pytest.raises(NotImplementedError, match="time"):
+        torch.tpu.Event(enable_timing=True)

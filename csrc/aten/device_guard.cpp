@@ -52,6 +52,8 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
   bool queryStream(const c10::Stream&) const override { return true; }
   void synchronizeStream(const c10::Stream& s) const override { synchronizeDevice(s.device_index()); }
+  // An event stands for everything issued before it on the one stream.
+  void synchronizeEvent(void*) const override { synchronizeDevice(current_device()); }
   void synchronizeDevice(const c10::DeviceIndex index) const override {
     translate_errors([&] { runtime::Runtime::get().synchronize(index < 0 ? current_device() : index); });
   }

@@ -98,6 +98,44 @@ def get_device_name(device=None) -> str:
     return get_device_properties(device).name
 
 
+# ---- streams and events: one stream per device (PJRT keeps a device's work
+# in order), so every stream object is that stream and switching is a no-op.
+
+
+def current_stream(device=None) -> torch.Stream:
+    return torch.accelerator.current_stream(_index(device))
+
+
+default_stream = current_stream
+
+
+def Stream(device=None, priority: int = 0, **kwargs) -> torch.Stream:  # noqa: N802 (torch.cuda's name)
+    return current_stream(device)
+
+
+def set_stream(stream) -> None:
+    """Streams are all the device's one stream: nothing to switch."""
+
+
+class stream:
+    """`with torch.tpu.stream(s):` — runs the block on the device's stream."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __enter__(self):
+        return self.stream
+
+    def __exit__(self, *exc):
+        return False
+
+
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):  # noqa: N802
+    if enable_timing:
+        raise NotImplementedError("tpu events do not record time (PJRT has no timing events)")
+    return torch.Event(torch.device("tpu", current_device()))
+
+
 # ---- random numbers
 
 

@@ -70,40 +70,6 @@ def local_device():
     return torch.device("tpu", local_rank % count if count else 0)
 
 
-def _ensure_stream_api():
-    """FSDP2 creates side streams and events through the device module
-    (`torch.tpu.Stream`, `Event`, `current_stream`, `stream`). The `tpu`
-    device has one stream per device (PJRT orders a device's work itself), so
-    until torch.tpu defines these they map onto that stream; an existing
-    definition is left alone."""
-    m = torch.tpu
-    if hasattr(m, "Stream"):
-        return
-
-    def current_stream(device=None):
-        index = torch.tpu.current_device() if device is None else torch.device("tpu", device).index
-        return torch.accelerator.current_stream(index)
-
-    class _StreamContext:
-        def __init__(self, stream):
-            self.stream = stream
-
-        def __enter__(self):
-            return self.stream
-
-        def __exit__(self, *exc):
-            return False
-
-    m.Stream = lambda device=None, priority=0, **kwargs: current_stream(device)
-    m.Event = lambda enable_timing=False, blocking=False, interprocess=False: torch.Event(
-        torch.device("tpu", torch.tpu.current_device()), enable_timing=enable_timing)
-    m.current_stream = current_stream
-    m.default_stream = current_stream
-    m.stream = _StreamContext
-    m.set_stream = lambda stream: None
-
-
-_ensure_stream_api()
 
 if _native is not None and BACKEND_NAME.upper() not in dist.Backend._plugins:
     # CPU tensors are accepted too (passed straight to Gloo), so a group

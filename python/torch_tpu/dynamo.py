@@ -1,0 +1,674 @@
+"""`torch.compile(model, backend="tpu")`.
+
+Dynamo captures Python frames as FX graphs; AOTAutograd turns each into a
+functional ATen forward graph (and a backward graph when gradients are
+needed), decomposing only the ops that have no `tpu` kernel. Each ATen graph
+is then *captured*: its ops run once on the real `tpu` inputs in the runtime's
+tracing mode (`_C._capture_begin` / `_capture_end`), where they are recorded
+through the same lowerings as eager instead of executed, giving ONE StableHLO
+module per graph with the inputs as parameters. The compiled program is kept
+per input signature (shapes, strides, dtypes, plain-number arguments) and
+launched on every later call; inputs the graph mutates (optimizer state,
+buffers) are written back in place. Executables also go to the runtime's
+in-memory and on-disk cache, so a new process reuses them.
+
+Semantics (see README, "torch.compile"):
+- Shapes are static in XLA. With `dynamic=False`/`None`, Dynamo specializes and
+  recompiles on a new shape (its guards decide). With `dynamic=True` Dynamo
+  traces once with symbolic sizes and this backend compiles one program per
+  concrete shape signature it meets (one capture + XLA compile per new shape).
+- A graph whose ops all have `tpu` kernels is captured. A graph that uses an
+  op without a `tpu` kernel (and no decomposition) is refused at compile time
+  with a NotImplementedError naming the op, unless TORCH_TPU_CPU_FALLBACK=1,
+  where that graph runs op by op in eager mode (the op on the CPU).
+- A graph that takes or computes CPU tensors (e.g. a non-`capturable`
+  optimizer's step counters) runs op by op in eager mode: a capture replays
+  only device work, so CPU work would happen once instead of every call.
+- A function recompiled more than `recompile_warn_limit` times warns
+  (`TpuRecompileWarning`) with the guard that failed.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+import warnings
+
+import torch
+
+from . import _C
+
+__all__ = ["TpuRecompileWarning", "TpuInterface", "backend", "compile_stats",
+           "recompile_warn_limit", "reset"]
+
+# Warn when Dynamo compiles the same frame more than this many times (Dynamo
+# itself gives up compiling a frame at torch._dynamo.config.recompile_limit,
+# 8 by default, and runs it eagerly from then on).
+recompile_warn_limit = 4
+
+
+class TpuRecompileWarning(UserWarning):
+    """The same function was recompiled more than `recompile_warn_limit` times."""
+
+
+# ---------------------------------------------------------------- device interface
+
+from torch._dynamo.device_interface import (  # noqa: E402
+    DeviceInterface,
+    get_registered_device_interfaces,
+    register_interface_for_device,
+)
+
+
+class TpuInterface(DeviceInterface):
+    """Dynamo's view of the `tpu` device (streams are PJRT's in-order queue)."""
+
+    Event = torch.Event
+    Stream = torch.Stream
+
+    class Worker:
+        @staticmethod
+        def set_device(device: int) -> None:
+            torch.tpu.set_device(device)
+
+        @staticmethod
+        def current_device() -> int:
+            return torch.tpu.current_device()
+
+        @staticmethod
+        def get_device_properties(device=None):
+            return torch.tpu.get_device_properties(device)
+
+    @staticmethod
+    def current_device() -> int:
+        return torch.tpu.current_device()
+
+    @staticmethod
+    def set_device(device) -> None:
+        torch.tpu.set_device(device)
+
+    @staticmethod
+    def maybe_exchange_device(device: int) -> int:
+        previous = torch.tpu.current_device()
+        if device >= 0 and device != previous:
+            torch.tpu.set_device(device)
+        return previous
+
+    @staticmethod
+    def exchange_device(device: int) -> int:
+        return TpuInterface.maybe_exchange_device(device)
+
+    @staticmethod
+    def device_count() -> int:
+        return torch.tpu.device_count()
+
+    @staticmethod
+    def is_available() -> bool:
+        return torch.tpu.is_available()
+
+    @staticmethod
+    def stream(stream):
+        return torch.tpu.stream(stream) if hasattr(torch.tpu, "stream") else _NullContext()
+
+    @staticmethod
+    def current_stream():
+        return torch.tpu.current_stream() if hasattr(torch.tpu, "current_stream") else None
+
+    @staticmethod
+    def set_stream(stream) -> None:
+        if hasattr(torch.tpu, "set_stream"):
+            torch.tpu.set_stream(stream)
+
+    @staticmethod
+    def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
+        pass
+
+    @staticmethod
+    def get_raw_stream(device_idx: int) -> int:
+        return 0
+
+    @staticmethod
+    def synchronize(device=None) -> None:
+        torch.tpu.synchronize(device)
+
+    @classmethod
+    def get_device_properties(cls, device=None):
+        return torch.tpu.get_device_properties(device)
+
+    @staticmethod
+    def get_compute_capability(device=None) -> str:
+        return ""
+
+    @staticmethod
+    def is_bf16_supported(including_emulation: bool = False) -> bool:
+        return True
+
+    @classmethod
+    def is_dtype_supported(cls, dtype: torch.dtype, including_emulation: bool = False) -> bool:
+        return True
+
+    @staticmethod
+    def memory_allocated(device=None) -> int:
+        return torch.tpu.memory_allocated(device)
+
+    @staticmethod
+    def is_triton_capable(device=None) -> bool:
+        return False
+
+
+class _NullContext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _register_device_interface():
+    # Dynamo fills its table lazily (and would then put its own placeholder
+    # under "tpu"): fill it first, then install ours.
+    get_registered_device_interfaces()
+    register_interface_for_device("tpu", TpuInterface)
+    for i in range(max(1, TpuInterface.device_count())):
+        register_interface_for_device(f"tpu:{i}", TpuInterface)
+
+
+# ---------------------------------------------------------------- op support
+
+@functools.lru_cache(maxsize=None)
+def _has_tpu_kernel(name: str) -> bool:
+    """An ATen op runs on tpu: it has a tpu kernel of its own (a lowering or a
+    native view/copy kernel), or a composite kernel made of other ops."""
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    try:
+        return any(has(name, key) for key in (
+            "PrivateUse1", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
+            "CompositeImplicitAutograd"))
+    except RuntimeError:
+        return False
+
+
+def _op_name(op) -> str | None:
+    if isinstance(op, torch._ops.OpOverload):
+        return op.name()
+    return None
+
+
+_decomp_cache: dict | None = None
+
+
+def decompositions() -> dict:
+    """The decompositions AOTAutograd applies: PyTorch's core-ATen
+    decompositions (then its wider table) for the ops that have no tpu kernel
+    only; every op we can lower stays whole."""
+    global _decomp_cache
+    if _decomp_cache is None:
+        from torch._decomp import core_aten_decompositions, decomposition_table
+
+        table = {}
+        for source in (decomposition_table, core_aten_decompositions()):  # core wins
+            for op, fn in source.items():
+                name = _op_name(op)
+                if name is not None and not _has_tpu_kernel(name):
+                    table[op] = fn
+        _decomp_cache = table
+    return _decomp_cache
+
+
+def _cpu_fallback_enabled() -> bool:
+    for name, _meaning, value in _C._env_table():
+        if name == "TORCH_TPU_CPU_FALLBACK":
+            return str(value).strip() not in ("", "0", "false", "False")
+    return False
+
+
+def _tensors(v):
+    if isinstance(v, torch.Tensor):
+        return [v]
+    if isinstance(v, (list, tuple)):
+        return [t for x in v for t in _tensors(x)]
+    return []
+
+
+_RANDOM_TAGS = (torch.Tag.nondeterministic_seeded,)
+
+
+def _analyze(gm: torch.fx.GraphModule):
+    """(ops without a tpu kernel, why the graph must run op by op or None).
+
+    Ops on CPU tensors run on the CPU while the graph is captured, once: that
+    is right for constants (a `torch.tensor(...)` in the model, factories), and
+    wrong for anything that depends on a CPU *input* or on a random draw, whose
+    value must be recomputed on every call."""
+    missing, host_reason = [], None
+    tainted = set()
+    for node in gm.graph.nodes:
+        vals = _tensors(node.meta.get("val"))
+        on_cpu = [v for v in vals if v.device.type != "tpu"]
+        if node.op == "placeholder":
+            if on_cpu:
+                tainted.add(node)
+                host_reason = host_reason or f"input {node.name} is a {on_cpu[0].device} tensor"
+            continue
+        if node.op != "call_function":
+            continue
+        ins = [a for a in node.all_input_nodes]
+        in_vals = [t for a in ins for t in _tensors(a.meta.get("val"))]
+        on_tpu = any(v.device.type == "tpu" for v in vals + in_vals)
+        name = _op_name(node.target)
+        if on_tpu:
+            if name is not None and not _has_tpu_kernel(name) and name not in missing:
+                missing.append(name)
+        elif on_cpu:
+            random = isinstance(node.target, torch._ops.OpOverload) and any(
+                t in node.target.tags for t in _RANDOM_TAGS)
+            if random or any(a in tainted for a in ins):
+                tainted.add(node)
+                host_reason = host_reason or f"{node.name} ({name}) computes on the CPU every call"
+    for node in gm.graph.nodes:
+        if node.op == "output":
+            outs = node.args[0] if node.args else ()
+            for o in (outs if isinstance(outs, (list, tuple)) else [outs]):
+                if isinstance(o, torch.fx.Node):
+                    for v in _tensors(o.meta.get("val")):
+                        if v.device.type != "tpu":
+                            host_reason = host_reason or f"output {o.name} is a {v.device} tensor"
+    return missing, host_reason
+
+
+# ---------------------------------------------------------------- compiled graphs
+
+_stats = {"captures": 0, "graphs": 0, "eager_graphs": 0, "runs": 0}
+_lock = threading.Lock()
+
+
+def compile_stats() -> dict:
+    """Counters of this process: graphs compiled by the backend, captures
+    (one per graph and input signature), graphs run eagerly, program runs."""
+    return dict(_stats)
+
+
+def _views_to_reshapes(gm: torch.fx.GraphModule) -> None:
+    """aten.view -> aten.reshape (a view where the strides allow it, else a
+    copy, which inside a captured program is just another fused op).
+
+    AOTAutograd chose `view` from the strides the meta functions predict; a
+    tpu kernel whose output strides differ (a contiguous attention output
+    where the meta keeps the query's layout) would make that view fail while
+    the values are the same. The graph is functional, so no alias is lost."""
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch.ops.aten.view.default:
+            node.target = torch.ops.aten.reshape.default
+            changed = True
+    if changed:
+        gm.recompile()
+
+
+def _whole_base(t: torch.Tensor) -> bool:
+    return (t.is_contiguous() and t.storage_offset() == 0
+            and t.untyped_storage().nbytes() == t.numel() * t.element_size())
+
+
+class _Program:
+    __slots__ = ("prog", "outputs", "mutated")
+
+    def __init__(self, prog, outputs, mutated):
+        self.prog = prog
+        # Per graph output: ("out", k, view) -- program result k, or a view
+        # (size, stride, offset) of it; ("in", j, view) -- program input j
+        # itself or a view of it; ("const", v) -- a number, None...
+        self.outputs = outputs
+        self.mutated = mutated    # program-input positions the graph writes to
+
+
+class _NotWholeBase(Exception):
+    pass
+
+
+def _geometry(t):
+    return (tuple(t.size()), tuple(t.stride()), t.storage_offset())
+
+
+class CompiledGraph:
+    """One AOT graph (forward, backward or inference): a program per input
+    signature, captured on first use. AOT calls it the boxed way (one list,
+    cleared here so that saved activations die as soon as they are used)."""
+
+    def __init__(self, gm: torch.fx.GraphModule, kind: str):
+        self._boxed_call = True  # in __dict__, so that functools.wraps copies it
+        self.gm = gm
+        self.kind = kind
+        self.programs: dict[tuple, _Program] = {}
+        # Inputs that cover their storage but whose storage holds a buffer of
+        # another shape (a (3,) gradient viewing a (1, 3) sum): the capture
+        # API needs buffers of the tensor's own shape, so they are copied.
+        self.copy_slots: set[int] = set()
+        _views_to_reshapes(gm)
+        missing, host_reason = _analyze(gm)
+        if missing:
+            if not _cpu_fallback_enabled():
+                raise NotImplementedError(
+                    "torch.compile(backend='tpu'): the graph uses operator(s) without a tpu "
+                    f"lowering or decomposition: {', '.join(missing)}. Set "
+                    "TORCH_TPU_CPU_FALLBACK=1 to run such graphs op by op (those ops on the "
+                    "CPU), or move that code out of the compiled region.")
+            self.eager_reason = f"ops without a tpu lowering: {', '.join(missing)}"
+        else:
+            self.eager_reason = host_reason
+        with _lock:
+            _stats["graphs"] += 1
+            if self.eager_reason:
+                _stats["eager_graphs"] += 1
+        if self.eager_reason:
+            warnings.warn(f"torch.compile(backend='tpu'): a {kind} graph runs op by op in eager "
+                          f"mode ({self.eager_reason})", stacklevel=2)
+
+    def __call__(self, *args):
+        args = args[0] if len(args) == 1 and isinstance(args[0], list) else list(args)
+        if self.eager_reason:
+            with torch.no_grad():
+                outs = self.gm(*args)
+            args.clear()
+            return outs
+        for attempt in range(2):
+            try:
+                plan, key = self._plan(args)
+                program = self.programs.get(key)
+                if program is None:
+                    program = self._capture(args, plan, key)
+                return self._run(program, args, plan)
+            except _NotWholeBase:
+                if attempt:
+                    raise RuntimeError("torch.compile(backend='tpu'): could not make the inputs "
+                                       "whole contiguous buffers") from None
+                self._find_copy_slots(args)
+
+    def _plan(self, args):
+        """How each graph input reaches the program, and the cache key.
+
+        The program's inputs are whole contiguous buffers. A tensor that is
+        one is passed as is; a view of one (a saved activation that is a
+        transpose or reshape of another) passes its base, once however many
+        views of it come in, and the view is taken inside the program; any
+        other tensor is copied (and written back if the graph mutates it).
+        plan[i]: None (not a tensor), ("in", j), ("view", j) or ("copy", j)."""
+        plan, key, bases = [], [], {}
+        for i, a in enumerate(args):
+            if not isinstance(a, torch.Tensor):
+                plan.append(None)
+                key.append((type(a), a))
+                continue
+            if a.device.type != "tpu":
+                raise RuntimeError(f"torch.compile(backend='tpu'): graph input {i} is on "
+                                   f"{a.device}, expected tpu")
+            base = a._base
+            if i in self.copy_slots:
+                how, src = "copy", a
+            elif _whole_base(a):
+                how, src = "in", a
+            elif base is not None and base.device == a.device and _whole_base(base):
+                how, src = "view", base
+            else:
+                how, src = "copy", a
+            if how == "copy":
+                j = len(bases)
+                bases[object()] = (j, None)
+            else:
+                j, _ = bases.setdefault(id(src), (len(bases), src))
+            plan.append((how, j))
+            key.append((how, j, a.dtype, _geometry(a),
+                        tuple(src.shape) if how == "view" else None))
+        return plan, tuple(key)
+
+    def _inputs(self, args, plan):
+        """The program's inputs, and (graph position, copy) of copied ones."""
+        inputs, copies = [], []
+        for a, how in zip(args, plan):
+            if how is None:
+                continue
+            kind, j = how
+            if j < len(inputs):
+                continue
+            if kind == "in":
+                inputs.append(a)
+            elif kind == "view":
+                inputs.append(a._base)
+            else:
+                c = a.clone(memory_format=torch.contiguous_format)
+                copies.append((len(inputs), a, c))
+                inputs.append(c)
+        return inputs, copies
+
+    def _find_copy_slots(self, args):
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor) and i not in self.copy_slots:
+                src = a if _whole_base(a) else a._base
+                if src is None:
+                    continue
+                try:
+                    _C._capture_begin(src.device.index, [src])
+                except ValueError:
+                    self.copy_slots.add(i)
+                else:
+                    _C._capture_abort()
+
+    def _capture(self, args, plan, key):
+        inputs, _ = self._inputs(args, plan)
+        call_args = list(args)
+        for i, (a, how) in enumerate(zip(args, plan)):
+            if how is not None:
+                kind, j = how
+                t = inputs[j]
+                call_args[i] = t if kind != "view" else t.as_strided(a.size(), a.stride(),
+                                                                     a.storage_offset())
+        versions = [t._version for t in inputs]
+        device = inputs[0].device.index if inputs else torch.tpu.current_device()
+        try:
+            _C._capture_begin(device, inputs)
+        except ValueError as e:
+            if "whole storage" in str(e):
+                raise _NotWholeBase() from None
+            raise
+        try:
+            with torch.no_grad():
+                outs = self.gm(*call_args)
+            outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+            in_pos = {id(t): j for j, t in enumerate(inputs)}
+            tensors, out_pos, layout = [], {}, []
+            for o in outs:
+                if not isinstance(o, torch.Tensor):
+                    layout.append(("const", o))
+                    continue
+                if o.device.type != "tpu":
+                    raise RuntimeError("torch.compile(backend='tpu'): a graph output is on "
+                                       f"{o.device}; expected tpu")
+                # An output that is an input, or a view of an input or of
+                # another result, is rebuilt from that buffer after the run
+                # (as eager would alias it) instead of being copied by the
+                # program into a buffer of its own.
+                base = o if o._base is None else o._base
+                view = None if base is o else _geometry(o)
+                if view is not None and (self.kind == "backward" or _whole_base(o)):
+                    # Gradients: AccumulateGrad steals a whole contiguous
+                    # tensor but copies a view, one eager op per parameter.
+                    # A reshape of a whole buffer: AOT detaches saved tensors
+                    # (dropping the view relation), and a buffer of another
+                    # shape could not be a program input then; the program
+                    # writes it in its own shape instead (a cheap copy).
+                    base, view = o, None
+                if id(base) in in_pos:
+                    layout.append(("in", in_pos[id(base)], view))
+                    continue
+                if view is not None and not _whole_base(base):
+                    base, view = o, None
+                if id(base) not in out_pos:
+                    out_pos[id(base)] = len(tensors)
+                    tensors.append(base)
+                layout.append(("out", out_pos[id(base)], view))
+        except BaseException as e:
+            _C._capture_abort()
+            if isinstance(e, NotImplementedError):
+                raise NotImplementedError(
+                    f"torch.compile(backend='tpu'): capturing a {self.kind} graph failed: {e}") from e
+            raise
+        prog = _C._capture_end(tensors)
+        mutated = [j for j, t in enumerate(inputs) if t._version != versions[j]]
+        program = _Program(prog, layout, mutated)
+        with _lock:
+            _stats["captures"] += 1
+        self.programs[key] = program
+        return program
+
+    def _run(self, program: _Program, args, plan):
+        inputs, copies = self._inputs(args, plan)
+        try:
+            results = program.prog.run(inputs)
+        except ValueError as e:
+            if "whole storage" in str(e):
+                raise _NotWholeBase() from None
+            raise
+        for j, orig, c in copies:
+            if j in program.mutated:
+                orig.copy_(c)
+        args.clear()
+        _stats["runs"] += 1
+        outs = []
+        for slot in program.outputs:
+            if slot[0] == "const":
+                outs.append(slot[1])
+                continue
+            kind, k, view = slot
+            t = results[k] if kind == "out" else inputs[k]
+            outs.append(t if view is None else t.as_strided(*view))
+        return outs
+
+
+# ---------------------------------------------------------------- recompilation storms
+
+_frame_warned: set = set()  # Dynamo frame ids already warned about
+
+
+def _note_compile():
+    try:
+        from torch._guards import CompileContext
+
+        cid = CompileContext.current_compile_id()
+    except Exception:
+        cid = None
+    if cid is None or getattr(cid, "frame_id", None) is None:
+        return
+    if getattr(cid, "compiled_autograd_id", None) is not None:
+        return
+    # frame_compile_id counts Dynamo's compilations of this frame (0 = first),
+    # so it is the number of recompilations.
+    n = cid.frame_compile_id or 0
+    key = cid.frame_id
+    if n <= recompile_warn_limit or key in _frame_warned:
+        return
+    _frame_warned.add(key)
+    reason = _last_recompile_reason()
+    name = _frame_name()
+    warnings.warn(
+        f"torch.compile(backend='tpu'): {name} has been recompiled {n} times "
+        f"(more than torch_tpu.dynamo.recompile_warn_limit={recompile_warn_limit}); "
+        f"the guard that failed: {reason}. Each recompilation traces and compiles again: "
+        "mark changing sizes dynamic (torch._dynamo.mark_dynamic or dynamic=True), or "
+        "keep Python values that guards check constant. Dynamo stops compiling this "
+        f"function after torch._dynamo.config.recompile_limit="
+        f"{torch._dynamo.config.recompile_limit} compilations.",
+        TpuRecompileWarning, stacklevel=2)
+
+
+def _last_recompile_reason() -> str:
+    try:
+        from torch._dynamo.utils import get_metrics_context
+
+        reason = get_metrics_context()._metrics.get("recompile_reason")
+        if reason:
+            return reason.strip()
+    except Exception:
+        pass
+    return "unknown (run with TORCH_LOGS=recompiles to see it)"
+
+
+def _frame_name() -> str:
+    try:  # the frame Dynamo is translating right now
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        code = InstructionTranslator.current_tx().f_code
+        return f"'{code.co_name}' ({code.co_filename}:{code.co_firstlineno})"
+    except Exception:
+        return "a compiled function"
+
+
+# ---------------------------------------------------------------- the backend
+
+def _compiler(kind: str):
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs):
+        return CompiledGraph(gm, kind)
+
+    compile_graph.__name__ = f"tpu_{kind}_compiler"
+    return compile_graph
+
+
+def _make_aot():
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    return aot_autograd(
+        # Inductor's partitioner: the forward saves fewer activations for the
+        # backward (views of parameters and cheap elementwise results are
+        # recomputed there, inside its program) -- fewer, smaller outputs.
+        partition_fn=min_cut_rematerialization_partition,
+        fw_compiler=_compiler("forward"),
+        bw_compiler=_compiler("backward"),
+        inference_compiler=_compiler("inference"),
+        decompositions=decompositions,
+        keep_inference_input_mutations=True,
+    )
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+    """The `tpu` Dynamo backend (`torch.compile(model, backend="tpu")`)."""
+    _note_compile()
+    return _make_aot()(gm, example_inputs, **kwargs)
+
+
+def reset() -> None:
+    """Zero compile_stats() and forget recompilation counts
+    (torch._dynamo.reset() forgets the compiled graphs)."""
+    for k in _stats:
+        _stats[k] = 0
+    _frame_warned.clear()
+
+
+def _skip_hooks_while_compiling():
+    """torch_tpu's optimizer-step post hook (eager.py: a defer_and_fuse cut)
+    calls into _C, which Dynamo cannot trace: inside a compiled optimizer step
+    it would be a graph break (and a warning) every time. Compiled code has
+    nothing deferred to cut, so while Dynamo traces the hook is skipped."""
+    from torch.optim import optimizer as optim_mod
+
+    from . import eager
+
+    hooks = optim_mod._global_optimizer_post_hooks
+    for key, hook in list(hooks.items()):
+        if hook is eager._flush_after_optimizer_step:
+            def flush_unless_compiling(opt, args, kwargs, _hook=hook):
+                if torch.compiler.is_compiling():
+                    return None
+                return _hook(opt, args, kwargs)
+
+            hooks[key] = flush_unless_compiling
+
+
+def _register():
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+
+    _register_device_interface()
+    _skip_hooks_while_compiling()
+    if "tpu" not in _COMPILER_FNS:
+        register_backend(name="tpu")(backend)
+
+
+_register()
