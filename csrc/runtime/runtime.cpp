@@ -18,7 +18,9 @@ std::vector<std::string>& package_roots() {
   return roots;
 }
 std::mutex init_mu;
-std::unique_ptr<Runtime> instance;
+// Never destroyed: the plugin's threads and the buffers held by static
+// caches outlive any order of static destruction at exit.
+Runtime* instance = nullptr;
 }  // namespace
 
 void Runtime::set_package_roots(std::vector<std::string> roots) {
@@ -35,7 +37,7 @@ Runtime& Runtime::get() {
   if (!instance) {
     pjrt::PluginChoice choice = pjrt::discover_plugin(env().pjrt_plugin, package_roots());
     auto plugin = pjrt::Plugin::load(choice);
-    instance.reset(new Runtime(std::make_unique<pjrt::Client>(std::move(plugin))));
+    instance = new Runtime(std::make_unique<pjrt::Client>(std::move(plugin)));
   }
   return *instance;
 }
