@@ -181,16 +181,26 @@ Values lower_silu_backward(Context& ctx, const Args& args) {
   return done(b, b.mul(g, d), t);
 }
 
+// Complex gradients take the conjugate of the derivative (PyTorch's
+// convention: grad * conj(f'(z))).
+Value conj_if_complex(Builder& b, Value v) {
+  if (!hlo::is_complex(v.dtype())) return v;
+  return b.complex(b.real(v), b.neg(b.imag(v)));
+}
+
 Values lower_sigmoid_backward(Context& ctx, const Args& args) {
   Builder& b = ctx.b;
   auto [g, y, t] = grad_input(ctx, args.at(0), args.at(1));
+  // PyTorch's order: (g (1 - y)) y for reals, g conj((1 - y) y) for complex.
+  if (hlo::is_complex(y.dtype()))
+    return done(b, b.mul(g, conj_if_complex(b, b.mul(b.sub(splat(b, 1, y), y), y))), t);
   return done(b, b.mul(b.mul(g, b.sub(splat(b, 1, y), y)), y), t);
 }
 
 Values lower_tanh_backward(Context& ctx, const Args& args) {
   Builder& b = ctx.b;
   auto [g, y, t] = grad_input(ctx, args.at(0), args.at(1));
-  return done(b, b.mul(g, b.sub(splat(b, 1, y), b.mul(y, y))), t);
+  return done(b, b.mul(g, conj_if_complex(b, b.sub(splat(b, 1, y), b.mul(y, y)))), t);
 }
 
 // log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)). The second output is the
@@ -265,6 +275,19 @@ Values lower_mish(Context& ctx, const Args& args) {
   Builder& b = ctx.b;
   Value x = float_input(ctx, args.at(0), "mish_cpu");
   return done(b, b.mul(x, b.tanh(b.log1p(b.exp(x)))), args[0].tensor.dtype());
+}
+
+// d/dx mish = tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x),
+// in op-math precision (PyTorch's CPU kernel; its composite would round
+// every step in half precision).
+Values lower_mish_backward(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  auto [g, x, t] = grad_input(ctx, args.at(0), args.at(1));
+  check_dtype(hlo::is_float(t), "mish_backward_cpu", t);
+  Value th = b.tanh(b.log1p(b.exp(x)));
+  Value one = splat(b, 1, x);
+  Value d = b.add(th, b.mul(b.mul(x, b.logistic(x)), b.sub(one, b.mul(th, th))));
+  return done(b, b.mul(g, d), t);
 }
 
 // ---- hard sigmoid/swish
@@ -353,6 +376,7 @@ TPU_LOWERING("aten::leaky_relu_backward", lower_leaky_relu_backward);
 TPU_LOWERING("aten::log_sigmoid_backward", lower_log_sigmoid_backward);
 TPU_LOWERING("aten::log_sigmoid_forward", lower_log_sigmoid_forward);
 TPU_LOWERING("aten::mish", lower_mish);
+TPU_LOWERING("aten::mish_backward", lower_mish_backward);
 TPU_LOWERING("aten::relu", lower_relu);
 TPU_LOWERING("aten::sigmoid_backward", lower_sigmoid_backward);
 TPU_LOWERING("aten::silu", lower_silu);

@@ -159,11 +159,41 @@ std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t rank) {
   return out;
 }
 
+// Float -> integer conversion as the CPU (x86-64) does it. XLA's convert
+// saturates; the CPU truncates toward zero through a 32- or 64-bit cvtt
+// instruction whose out-of-range and NaN result is the "integer indefinite"
+// INT_MIN, then keeps the low bits of that integer (so it wraps):
+//   int64, uint8           <- via int64 (out of range / NaN / inf -> INT64_MIN)
+//   int8, int16, int32,
+//   uint16                 <- via int32 (out of range / NaN / inf -> INT32_MIN)
+// uint32/uint64 keep XLA's conversion (the CPU's sequence for them is
+// compiler-specific and those dtypes have few ops).
+static Value float_to_int(hlo::Builder& b, Value v, ElementType t) {
+  using E = ElementType;
+  if (t == E::U32 || t == E::U64) return b.convert(v, t);
+  bool wide = t == E::I64 || t == E::U8;
+  E mid = wide ? E::I64 : E::I32;
+  // Range checks in f32 or f64 (exact for every half value; f16 cannot hold 2^31).
+  E ct = v.dtype() == E::F64 ? E::F64 : E::F32;
+  Value x = v.dtype() == ct ? v : b.convert(v, ct);
+  double lim = wide ? 9223372036854775808.0 : 2147483648.0;
+  Value ok = b.and_(b.compare(x, b.full(-lim, ct, x.shape()), hlo::Compare::GE),
+                    b.compare(x, b.full(lim, ct, x.shape()), hlo::Compare::LT));
+  Value in = b.convert(b.select(ok, x, b.zeros(ct, x.shape())), mid);
+  Value indefinite = b.min_value(mid);
+  if (x.rank() > 0) indefinite = b.broadcast_in_dim(indefinite, x.shape(), {});
+  Value r = b.select(ok, in, indefinite);
+  return r.dtype() == t ? r : b.convert(r, t);
+}
+
 Value cast(hlo::Builder& b, Value v, ElementType t) {
   if (v.dtype() == t) return v;
   // PyTorch discards the imaginary part (with a warning on the host side).
   if (hlo::is_complex(v.dtype()) && !hlo::is_complex(t)) v = b.real(v);
-  return v.dtype() == t ? v : b.convert(v, t);
+  if (v.dtype() == t) return v;
+  if (hlo::is_float(v.dtype()) && hlo::is_integral(t) && t != ElementType::Bool)
+    return float_to_int(b, v, t);
+  return b.convert(v, t);
 }
 
 Value operand(Context& ctx, const Arg& a, ElementType t) {

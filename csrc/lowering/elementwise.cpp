@@ -208,6 +208,9 @@ Value exp2_(Builder& b, Value x) { return b.pow(splat(b, 2, x), x); }
 Value log2_impl(Builder& b, Value x) { return b.div(b.log(x), splat(b, M_LN2, x)); }
 Value log10_impl(Builder& b, Value x) { return b.div(b.log(x), splat(b, M_LN10, x)); }
 Value reciprocal_(Builder& b, Value x) { return b.div(splat(b, 1, x), x); }
+// 1 / sqrt(x), as PyTorch's CPU kernel computes it: two correctly rounded
+// steps, where XLA's rsqrt may differ by an ulp (which half types round up).
+Value rsqrt_(Builder& b, Value x) { return b.div(splat(b, 1, x), b.sqrt(x)); }
 Value erf_(Builder& b, Value x) { return erf(b, x); }
 Value erfc_(Builder& b, Value x) { return erfc(b, x); }
 Value erfinv_(Builder& b, Value x) { return in_opmath<erfinv_impl>(b, x); }
@@ -261,27 +264,68 @@ Value acosh_impl(Builder& b, Value x) {
   Value big = b.add(b.log(x), splat(b, M_LN2, x));
   return b.select(b.compare(x, splat(b, 1e8, x), Compare::GT), big, mid);
 }
-// atanh(x) = log1p(2x / (1 - x)) / 2.
+// atanh(x) = sign(x) log1p(2|x| / (1 - |x|)) / 2: on |x| the quotient is
+// positive, so log1p does not cancel as x -> -1 (1 - |x| is exact there).
 Value atanh_impl(Builder& b, Value x) {
-  Value q = b.div(b.mul(x, splat(b, 2, x)), b.sub(splat(b, 1, x), x));
-  return b.mul(b.log1p(q), splat(b, 0.5, x));
+  Value ax = b.abs(x);
+  Value q = b.div(b.mul(ax, splat(b, 2, x)), b.sub(splat(b, 1, x), ax));
+  Value r = b.mul(b.log1p(q), splat(b, 0.5, x));
+  return b.select(is_negative(b, x), b.neg(r), r);
 }
-// Composites round once, from op-math precision.
+// ---- complex versions (z = x + iy), from the real functions of the parts.
+bool is_cplx(const Value& v) { return hlo::is_complex(v.dtype()); }
+Value conj_impl(Builder& b, Value z) { return b.complex(b.real(z), b.neg(b.imag(z))); }
+// sinh(x + iy) = sinh x cos y + i cosh x sin y; cosh(x + iy) = cosh x cos y + i sinh x sin y.
+Value csinh(Builder& b, Value z) {
+  Value x = b.real(z), y = b.imag(z);
+  return b.complex(b.mul(sinh_impl(b, x), b.cosine(y)), b.mul(cosh_impl(b, x), b.sine(y)));
+}
+Value ccosh(Builder& b, Value z) {
+  Value x = b.real(z), y = b.imag(z);
+  return b.complex(b.mul(cosh_impl(b, x), b.cosine(y)), b.mul(sinh_impl(b, x), b.sine(y)));
+}
+// asinh is odd: computed on the half plane Re z >= 0, where z + sqrt(z^2 + 1)
+// does not cancel, as log(z + sqrt(z^2 + 1)).
+Value casinh(Builder& b, Value z) {
+  Value neg = is_negative(b, b.real(z));
+  Value w = b.select(neg, b.neg(z), z);
+  Value r = b.log(b.add(w, b.sqrt(b.add(b.mul(w, w), splat(b, 1, w)))));
+  return b.select(neg, b.neg(r), r);
+}
+// acosh z = log(z + sqrt(z + 1) sqrt(z - 1)) (the principal branch).
+Value cacosh(Builder& b, Value z) {
+  Value one = splat(b, 1, z);
+  return b.log(b.add(z, b.mul(b.sqrt(b.add(z, one)), b.sqrt(b.sub(z, one)))));
+}
+// atanh z = (log1p(z) - log1p(-z)) / 2.
+Value catanh(Builder& b, Value z) {
+  return b.mul(b.sub(b.log1p(z), b.log1p(b.neg(z))), splat(b, 0.5, z));
+}
+
+// Composites round once, from op-math precision; complex values take the
+// complex formula.
+template <Value (*Real)(Builder&, Value), Value (*Complex)(Builder&, Value) = nullptr>
+Value real_or_complex(Builder& b, Value x) {
+  if (Complex != nullptr && is_cplx(x)) return Complex(b, x);
+  return in_opmath<Real>(b, x);
+}
 Value log2_(Builder& b, Value x) { return in_opmath<log2_impl>(b, x); }
 Value log10_(Builder& b, Value x) { return in_opmath<log10_impl>(b, x); }
 Value asin_(Builder& b, Value x) { return in_opmath<asin_impl>(b, x); }
 Value acos_(Builder& b, Value x) { return in_opmath<acos_impl>(b, x); }
-Value sinh_(Builder& b, Value x) { return in_opmath<sinh_impl>(b, x); }
-Value cosh_(Builder& b, Value x) { return in_opmath<cosh_impl>(b, x); }
-Value asinh_(Builder& b, Value x) { return in_opmath<asinh_impl>(b, x); }
-Value acosh_(Builder& b, Value x) { return in_opmath<acosh_impl>(b, x); }
-Value atanh_(Builder& b, Value x) { return in_opmath<atanh_impl>(b, x); }
+Value sinh_(Builder& b, Value x) { return real_or_complex<sinh_impl, csinh>(b, x); }
+Value cosh_(Builder& b, Value x) { return real_or_complex<cosh_impl, ccosh>(b, x); }
+Value asinh_(Builder& b, Value x) { return real_or_complex<asinh_impl, casinh>(b, x); }
+Value acosh_(Builder& b, Value x) { return real_or_complex<acosh_impl, cacosh>(b, x); }
+Value atanh_(Builder& b, Value x) { return real_or_complex<atanh_impl, catanh>(b, x); }
 
-// Float functions: integer and bool inputs compute in the default float type.
+// Float functions: integer and bool inputs compute in the default float type;
+// half types compute in f32 and round once, as PyTorch's CPU kernels do.
 template <Value (*F)(Builder&, Value)>
 Values float_unary(Context& ctx, const Args& args) {
   Value x = self_of(args);
-  return {F(ctx.b, cast(ctx.b, x, to_float(ctx, x.dtype())))};
+  E t = to_float(ctx, x.dtype());
+  return {cast(ctx.b, F(ctx.b, cast(ctx.b, x, opmath(t))), t)};
 }
 
 constexpr char kCeil[] = "ceil";
@@ -335,6 +379,30 @@ Values lower_round_decimals(Context& ctx, const Args& args) {
   return {b.mul(b.round_nearest_even(b.div(x, scale)), scale)};
 }
 
+Value isnan_(Builder& b, Value x);
+
+// conj_physical: the conjugate, materialized; real values are their own.
+Values lower_conj_physical(Context& ctx, const Args& args) {
+  Value x = self_of(args);
+  if (!is_cplx(x)) return {x};
+  return {conj_impl(ctx.b, x)};
+}
+
+// sgn of a complex number: z / |z|, and 0 at 0.
+Values lower_sgn(Context& ctx, const Args& args);
+
+// angle: arg(z) for complex numbers; for real ones pi below 0, else 0 (NaN
+// stays NaN). Integers and bools compute in the default float type.
+Values lower_angle(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  Value x = self_of(args);
+  if (is_cplx(x)) return {b.atan2(b.imag(x), b.real(x))};
+  E t = to_float(ctx, x.dtype());
+  x = cast(b, x, t);
+  Value r = b.select(is_negative(b, x), splat(b, M_PI, x), splat(b, 0, x));
+  return {b.select(isnan_(b, x), x, r)};
+}
+
 // sign and sgn of real numbers: NaN has sign 0, as in PyTorch.
 Values lower_sign(Context& ctx, const Args& args) {
   Builder& b = ctx.b;
@@ -345,6 +413,18 @@ Values lower_sign(Context& ctx, const Args& args) {
   Value pos = b.convert(b.compare(x, zero, Compare::GT), t);
   if (hlo::is_unsigned(t)) return {pos};
   return {b.sub(pos, b.convert(b.compare(x, zero, Compare::LT), t))};
+}
+
+Values lower_sgn(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  Value z = self_of(args);
+  if (!is_cplx(z)) return lower_sign(ctx, args);
+  Value a = b.abs(z);
+  Value zero = splat(b, 0, a);
+  Value at_zero = b.compare(a, zero, Compare::EQ);
+  Value safe = b.select(at_zero, splat(b, 1, a), a);
+  Value r = b.div(z, b.complex(safe, zero));
+  return {b.select(at_zero, splat(b, 0, z), r)};
 }
 
 // Float predicates; integers are never NaN or infinite.
@@ -422,11 +502,14 @@ Value add_scaled(Context& ctx, const Arg& x_arg, const Arg& y_arg, const Arg& al
   if (subtract) check_sub(ctx, x_arg, y_arg);
   E t = result_type(ctx, {&x_arg, &y_arg});
   check_alpha(t, alpha);
-  Values v = promoted(ctx, {&x_arg, &y_arg}, t);
-  Value a = broadcast_to(b, operand(ctx, alpha, t), v[1].shape());
+  // Half types compute in f32 (a Python scalar keeps its f32 value) and
+  // round once, as PyTorch's CPU kernels do.
+  E c = opmath(t);
+  Values v = promoted(ctx, {&x_arg, &y_arg}, c);
+  Value a = broadcast_to(b, operand(ctx, alpha, c), v[1].shape());
   if (t == E::Bool) return b.or_(v[0], b.and_(v[1], a));
   Value y = b.mul(v[1], a);
-  return subtract ? b.sub(v[0], y) : b.add(v[0], y);
+  return cast(b, subtract ? b.sub(v[0], y) : b.add(v[0], y), t);
 }
 
 Values lower_add(Context& ctx, const Args& args) {
@@ -441,14 +524,20 @@ Values lower_rsub(Context& ctx, const Args& args) {
 
 Values lower_mul(Context& ctx, const Args& args) {
   E t = result_type(ctx, {&args.at(0), &args.at(1)});
-  Values v = promoted(ctx, {&args.at(0), &args.at(1)}, t);
-  return {t == E::Bool ? ctx.b.and_(v[0], v[1]) : ctx.b.mul(v[0], v[1])};
+  if (t == E::Bool) {
+    Values v = promoted(ctx, {&args.at(0), &args.at(1)}, t);
+    return {ctx.b.and_(v[0], v[1])};
+  }
+  // In op-math precision: a Python scalar times a half tensor is not rounded
+  // to the half type first (PyTorch's CPU kernel keeps it in f32).
+  Values v = promoted(ctx, {&args.at(0), &args.at(1)}, opmath(t));
+  return {cast(ctx.b, ctx.b.mul(v[0], v[1]), t)};
 }
 
 Value true_div(Context& ctx, const Arg& x, const Arg& y) {
   E t = to_float(ctx, result_type(ctx, {&x, &y}));
-  Values v = promoted(ctx, {&x, &y}, t);
-  return ctx.b.div(v[0], v[1]);
+  Values v = promoted(ctx, {&x, &y}, opmath(t));
+  return cast(ctx.b, ctx.b.div(v[0], v[1]), t);
 }
 
 // Python's floor division. Integers: the truncated quotient, one less when
@@ -523,8 +612,8 @@ Values lower_fmod(Context& ctx, const Args& args) {
 Values lower_pow(Context& ctx, const Args& args) {
   E t = result_type(ctx, {&args.at(0), &args.at(1)});
   check_dtype(t != E::Bool, "pow", t);
-  Values v = promoted(ctx, {&args.at(0), &args.at(1)}, t);
-  return {ctx.b.pow(v[0], v[1])};
+  Values v = promoted(ctx, {&args.at(0), &args.at(1)}, opmath(t));
+  return {cast(ctx.b, ctx.b.pow(v[0], v[1]), t)};
 }
 
 // pow(Tensor, Scalar) sees the exponent (static numbers): PyTorch rejects
@@ -554,7 +643,9 @@ Values lower_pow_scalar(Context& ctx, const Args& args) {
       if (p == -2) return {reciprocal_(b, b.mul(x, x))};
     }
   }
-  return {b.pow(x, broadcast_to(b, operand(ctx, e, t), x.shape()))};
+  E c = opmath(t);
+  Value xc = cast(b, x, c);
+  return {cast(b, b.pow(xc, broadcast_to(b, operand(ctx, e, c), x.shape())), t)};
 }
 
 Values lower_maximum(Context& ctx, const Args& args) {
@@ -617,7 +708,8 @@ Values lower_lerp(Context& ctx, const Args& args) {
   Values v = promoted(ctx, {&args.at(0), &end, &weight}, opmath(t));
   Value s = v[0], e = v[1], w = v[2];
   Value diff = b.sub(e, s);
-  Value small = b.compare(b.abs(w), splat(b, 0.5, w), Compare::LT);
+  Value aw = b.abs(w);  // real for complex weights
+  Value small = b.compare(aw, splat(b, 0.5, aw), Compare::LT);
   Value from_start = b.add(s, b.mul(w, diff));
   Value from_end = b.sub(e, b.mul(diff, b.sub(splat(b, 1, w), w)));
   return {cast(b, b.select(small, from_start, from_end), t)};
@@ -681,7 +773,8 @@ Values float_only_operands(Context& ctx, const Args& args, const char* kernel) {
 
 Values lower_atan2(Context& ctx, const Args& args) {
   Values v = float_operands(ctx, args);
-  return {ctx.b.atan2(v[0], v[1])};
+  E t = v[0].dtype();
+  return {cast(ctx.b, ctx.b.atan2(cast(ctx.b, v[0], opmath(t)), cast(ctx.b, v[1], opmath(t))), t)};
 }
 
 // hypot scaled by the larger magnitude so that squares neither overflow nor
@@ -716,9 +809,11 @@ Values lower_copysign(Context& ctx, const Args& args) {
 Values lower_xlogy(Context& ctx, const Args& args) {
   Builder& b = ctx.b;
   Values v = float_operands(ctx, args);
-  Value r = b.mul(v[0], b.log(v[1]));
-  Value zero_x = b.and_(is_zero(b, v[0]), b.compare(v[1], v[1], Compare::EQ));
-  return {b.select(zero_x, splat(b, 0, r), r)};
+  E t = v[0].dtype();
+  Value x = cast(b, v[0], opmath(t)), y = cast(b, v[1], opmath(t));
+  Value r = b.mul(x, b.log(y));
+  Value zero_x = b.and_(is_zero(b, x), b.compare(y, y, Compare::EQ));
+  return {cast(b, b.select(zero_x, splat(b, 0, r), r), t)};
 }
 
 // log(exp(x) + exp(y)) = max + log1p(exp(-|x - y|)); equal infinities would
@@ -806,6 +901,7 @@ TPU_LOWERING("aten::acosh", float_unary<acosh_>);
 TPU_LOWERING("aten::add.Scalar", lower_add);
 TPU_LOWERING("aten::add.Tensor", lower_add);
 TPU_LOWERING("aten::addcdiv", lower_addcdiv);
+TPU_LOWERING("aten::angle", lower_angle);
 TPU_LOWERING("aten::addcmul", lower_addcmul);
 TPU_LOWERING("aten::asin", float_unary<asin_>);
 TPU_LOWERING("aten::asinh", float_unary<asinh_>);
@@ -823,6 +919,9 @@ TPU_LOWERING("aten::bitwise_xor.Scalar", lower_bitwise<&Builder::xor_, kBitwiseX
 TPU_LOWERING("aten::bitwise_xor.Tensor", lower_bitwise<&Builder::xor_, kBitwiseXor>);
 TPU_LOWERING("aten::ceil", rounding_unary<method<&Builder::ceil>, kCeil>);
 TPU_LOWERING("aten::clamp", lower_clamp);
+// _conj_physical, not conj_physical: a kernel for the CompositeImplicit
+// conj_physical would hide its autograd formula.
+TPU_LOWERING("aten::_conj_physical", lower_conj_physical);
 TPU_LOWERING("aten::clamp.Tensor", lower_clamp);
 TPU_LOWERING("aten::clamp_max", lower_clamp_max);
 TPU_LOWERING("aten::clamp_max.Tensor", lower_clamp_max);
@@ -890,10 +989,10 @@ TPU_LOWERING("aten::remainder.Scalar_Tensor", lower_remainder);
 TPU_LOWERING("aten::remainder.Tensor", lower_remainder);
 TPU_LOWERING("aten::round", rounding_unary<method<&Builder::round_nearest_even>, kRound>);
 TPU_LOWERING("aten::round.decimals", lower_round_decimals);
-TPU_LOWERING("aten::rsqrt", float_unary<method<&Builder::rsqrt>>);
+TPU_LOWERING("aten::rsqrt", float_unary<rsqrt_>);
 TPU_LOWERING("aten::rsub.Scalar", lower_rsub);
 TPU_LOWERING("aten::rsub.Tensor", lower_rsub);
-TPU_LOWERING("aten::sgn", lower_sign);
+TPU_LOWERING("aten::sgn", lower_sgn);
 TPU_LOWERING("aten::sigmoid", float_unary<method<&Builder::logistic>>);
 TPU_LOWERING("aten::sign", lower_sign);
 TPU_LOWERING("aten::signbit", lower_signbit);

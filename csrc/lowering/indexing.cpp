@@ -331,6 +331,9 @@ std::vector<Value> lower_gather(Context& ctx, const Args& a) {
   Builder& b = ctx.b;
   Value self = a[0].as_tensor(), index = a[2].as_tensor();
   int64_t dim = wrap_dim(a[1].as_int(), self.rank());
+  // The CPU returns at once for an empty index, before checking its dtype
+  // (uint8 is fine) or shape.
+  if (index.type.numel() == 0) return {b.zeros(self.dtype(), index.shape())};
   check_gather_shapes("gather", self, index, dim, nullptr);
   Shape out = index.shape();
   Value s = as_vector(b, self), i = as_vector(b, index);
@@ -382,6 +385,8 @@ Value scatter_elements(Context& ctx, const Args& a, ScatterOp op, bool include_s
   Builder& b = ctx.b;
   Value self = a[0].as_tensor(), index = a[2].as_tensor();
   int64_t dim = wrap_dim(a[1].as_int(), self.rank());
+  // An empty index leaves self as it is, unchecked, as on the CPU.
+  if (index.type.numel() == 0) return self;
   const Arg& src_arg = a[3];
   Value src;
   if (src_arg.kind == Arg::Kind::Tensor) {

@@ -64,7 +64,7 @@ Value contract(Builder& b, Value lhs, Value rhs, const Dims& lb, const Dims& rb,
 // self is ignored (NaNs in it do not propagate). alpha and beta are program
 // parameters, so the test happens on the device.
 Value scaled_sum(Context& ctx, const Arg& self_arg, Value product, const Arg& beta_arg,
-                 const Arg& alpha_arg, E out) {
+                 const Arg& alpha_arg, E out, bool round = true) {
   Builder& b = ctx.b;
   E acc = product.dtype();
   TPU_CHECK(self_arg.as_tensor().dtype() == out, ErrorKind::Runtime,
@@ -77,7 +77,8 @@ Value scaled_sum(Context& ctx, const Arg& self_arg, Value product, const Arg& be
   Value zero = b.constant(0, acc);
   Value bias = b.select(b.compare(beta, zero, Compare::EQ), b.zeros(acc, self.shape()),
                         b.mul(broadcast_to(b, beta, self.shape()), self));
-  return cast(b, b.add(bias, scaled), out);
+  Value r = b.add(bias, scaled);
+  return round ? cast(b, r, out) : r;
 }
 
 Value matrix_product(const Value& m1, const Value& m2, Builder& b) {
@@ -109,11 +110,31 @@ Value matrix_vector(const Value& m, const Value& v, Builder& b) {
   return contract(b, m, v, {}, {}, {1}, {0});
 }
 
+// PyTorch's CPU kernel adds the batches' products into the result one after
+// the other (result.addmm_(b1[i], b2[i]) for each i); a few batches do the
+// same here, so that the rounding matches; many are contracted at once.
+constexpr int64_t kAddbmmSequentialBatches = 16;
+
 std::vector<Value> lower_addbmm(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
   Value b1 = a[1].as_tensor(), b2 = a[2].as_tensor();
-  batch_product(b1, b2, ctx.b);  // checks only; the batch is contracted away below
-  Value p = contract(ctx.b, b1, b2, {}, {}, {0, 2}, {0, 1});
-  return {scaled_sum(ctx, a[0], p, a[3], a[4], b1.dtype())};
+  Value batches = batch_product(b1, b2, b);
+  int64_t n = b1.shape()[0];
+  if (n == 0 || n > kAddbmmSequentialBatches) {
+    Value p = contract(b, b1, b2, {}, {}, {0, 2}, {0, 1});
+    return {scaled_sum(ctx, a[0], p, a[3], a[4], b1.dtype())};
+  }
+  Shape ps = batches.shape();
+  Shape mat{ps[1], ps[2]};
+  E acc = batches.dtype();
+  Value alpha = broadcast_to(b, ctx.number(a[4], acc), mat);
+  // The first product goes through scaled_sum (beta * self + alpha * p0).
+  auto product = [&](int64_t i) {
+    return b.reshape(b.slice(batches, {i, 0, 0}, {i + 1, ps[1], ps[2]}, {1, 1, 1}), mat);
+  };
+  Value r = scaled_sum(ctx, a[0], product(0), a[3], a[4], b1.dtype(), /*round=*/false);
+  for (int64_t i = 1; i < n; ++i) r = b.add(r, b.mul(alpha, product(i)));
+  return {cast(b, r, b1.dtype())};
 }
 
 std::vector<Value> lower_addmm(Context& ctx, const Args& a) {

@@ -243,7 +243,9 @@ Values lower_native_dropout_backward(Context& ctx, const Args& args) {
   Builder& b = ctx.b;
   Value g = args.at(0).as_tensor();
   Value mask = args.at(1).as_tensor();
-  E t = g.dtype();
+  // grad * mask * scale: the (double) scale makes integer and bool grads
+  // the default float type, as on the CPU.
+  E t = hlo::is_float(g.dtype()) || hlo::is_complex(g.dtype()) ? g.dtype() : ctx.default_float;
   E c = opmath(t);
   Shape shape = broadcast_shapes(g.shape(), mask.shape());
   Value m = broadcast_to(b, cast(b, mask, c), shape);

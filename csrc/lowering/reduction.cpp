@@ -242,24 +242,28 @@ Value logical(Context& ctx, Kind k, const Arg& self, const Arg& dims_arg, bool k
 std::pair<Value, Value> moments(Context& ctx, const Args& args, bool take_sqrt) {
   Builder& b = ctx.b;
   Value x = args[0].as_tensor();
-  TPU_CHECK(hlo::is_float(x.dtype()), ErrorKind::Runtime,
-            hlo::is_complex(x.dtype()) ? "var/std of complex tensors is not supported on tpu"
-                                       : "std and var only support floating point and complex dtypes");
+  bool cplx = hlo::is_complex(x.dtype());
+  TPU_CHECK(hlo::is_float(x.dtype()) || cplx, ErrorKind::Runtime,
+            "std and var only support floating point and complex dtypes");
   auto dims = reduction_dims(args[1], x.rank());
   bool keepdim = arg_keepdim(args[3]);
   E acc = acc_type(x.dtype());
+  // Complex inputs: the mean is complex, the variance real (sum of |x - mean|^2).
+  E racc = cplx ? (acc == E::C128 ? E::F64 : E::F32) : acc;
   Value xa = cast(b, x, acc);
   Value sum = reduce(b, Kind::Sum, xa, dims);
-  Value n = b.full(double(count(x.shape(), dims)), acc, sum.shape());
-  Value mean = b.div(sum, n);
+  Value n = b.full(double(count(x.shape(), dims)), racc, sum.shape());
+  Value mean = b.div(sum, cplx ? b.complex(n, b.zeros(racc, n.shape())) : n);
   Value d = b.sub(xa, spread(b, mean, x.shape(), dims));
-  Value ss = reduce(b, Kind::Sum, b.mul(d, d), dims);
-  Value c = args[2].is_none() ? b.constant(1, acc) : ctx.number(args[2], acc);
+  Value sq = cplx ? b.add(b.mul(b.real(d), b.real(d)), b.mul(b.imag(d), b.imag(d))) : b.mul(d, d);
+  Value ss = reduce(b, Kind::Sum, sq, dims);
+  Value c = args[2].is_none() ? b.constant(1, racc) : ctx.number(args[2], racc);
   // PyTorch clamps the degrees of freedom at zero (giving inf or NaN).
-  Value dof = b.max(b.sub(n, broadcast_to(b, c, n.shape())), b.zeros(acc, n.shape()));
+  Value dof = b.max(b.sub(n, broadcast_to(b, c, n.shape())), b.zeros(racc, n.shape()));
   Value var = b.div(ss, dof);
   if (take_sqrt) var = b.sqrt(var);
-  return {cast(b, keep(b, var, x.shape(), dims, keepdim), x.dtype()),
+  E var_type = cplx ? (x.dtype() == E::C128 ? E::F64 : E::F32) : x.dtype();
+  return {cast(b, keep(b, var, x.shape(), dims, keepdim), var_type),
           cast(b, keep(b, mean, x.shape(), dims, keepdim), x.dtype())};
 }
 
@@ -271,10 +275,14 @@ Value logsumexp_of(Context& ctx, const Arg& self, const Arg& dims_arg, bool keep
   Value xa = cast(b, x, acc);
   auto dims = reduction_dims(dims_arg, x.rank());
   if (dims.empty()) return cast(b, xa, out);
-  Value m = reduce(b, Kind::Max, xa, dims);
+  // Complex inputs shift by the largest real part, as PyTorch does.
+  bool cplx = hlo::is_complex(acc);
+  Value m = reduce(b, Kind::Max, cplx ? b.real(xa) : xa, dims);
+  E racc = m.dtype();
   // Infinite maxima would make x - m NaN; PyTorch shifts by 0 there instead.
-  Value inf = b.full(std::numeric_limits<double>::infinity(), acc, m.shape());
-  Value shift = b.select(b.compare(b.abs(m), inf, Compare::EQ), b.zeros(acc, m.shape()), m);
+  Value inf = b.full(std::numeric_limits<double>::infinity(), racc, m.shape());
+  Value shift = b.select(b.compare(b.abs(m), inf, Compare::EQ), b.zeros(racc, m.shape()), m);
+  if (cplx) shift = b.complex(shift, b.zeros(racc, shift.shape()));
   Value e = b.exp(b.sub(xa, spread(b, shift, x.shape(), dims)));
   Value r = b.add(b.log(reduce(b, Kind::Sum, e, dims)), shift);
   return cast(b, keep(b, r, x.shape(), dims, keepdim), out);

@@ -2,7 +2,12 @@
 // mode. Each is one stable stablehlo.sort of (values, original indices)
 // followed by slices or picks. PyTorch orders NaN above every number, and a
 // stable sort keeps equal values in index order, which is what the CPU's
-// kernels produce wherever their tie order is defined.
+// kernels produce wherever their tie order is defined: sort(stable=True) in
+// both directions, and sort(stable=False) on rows of up to 16 elements
+// (insertion sort). Longer rows of sort(stable=False), topk and kthvalue
+// order ties by std::sort / partial_sort / nth_element: deterministic, but
+// an accident of libstdc++'s introsort, so only their values (and indices
+// that point at those values) are comparable with the CPU.
 #include <cmath>
 
 #include "lowering/common.h"
@@ -111,13 +116,11 @@ Values lower_topk(Context& ctx, const Args& a) {
   Value v = l.view(b, x);
   int64_t n = v.shape()[l.dim];
   TPU_CHECK(k >= 0 && k <= n, ErrorKind::Runtime, "selected index k out of range");
-  // The CPU's largest-k lists equal values from the highest index down: the
-  // reverse of the ascending stable order.
-  Sorted s = sort_along(b, v, l.dim, false);
-  if (largest) {
-    s.values = b.reverse(s.values, {l.dim});
-    s.indices = b.reverse(s.indices, {l.dim});
-  }
+  // Equal values come in index order. The CPU's order among ties is an
+  // accident of std::partial_sort / std::nth_element (no rule holds in
+  // general); index order is what it gives for k == 1 on rows of 64+
+  // elements (the partial_sort path), i.e. the first occurrence, like max.
+  Sorted s = sort_along(b, v, l.dim, largest);
   Shape out = x.shape();
   if (!l.scalar) out[l.dim] = k;
   return {b.reshape(take(b, s.values, l.dim, 0, k), out),

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <thread>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -131,6 +134,114 @@ void poison(const std::vector<std::shared_ptr<DeviceBuffer>>& live, const std::s
 
 std::shared_ptr<pjrt::Buffer> number_buffer(const lowering::Number& n, ElementType t, int device);
 
+}  // namespace
+
+// One launch of a graph: compile (if new) and execute. It runs on the
+// calling thread, or for a new program in defer_and_fuse on the compile
+// worker, touching nothing but its own fields; the recording thread then
+// adopts its outputs into the graph's live buffers.
+struct CompileJob {
+  std::shared_ptr<CompiledProgram> program;
+  std::string key, mlir, failure;
+  std::vector<TensorType> out_types;
+  int device = 0;
+  std::vector<const pjrt::Buffer*> args;
+  std::vector<std::shared_ptr<DeviceBuffer>> params;
+  std::vector<std::shared_ptr<pjrt::Buffer>> numbers;
+  std::vector<std::unique_ptr<pjrt::Buffer>> states;
+  std::vector<std::weak_ptr<DeviceBuffer>> live;  // when run on the worker
+  // Results of run():
+  std::vector<std::unique_ptr<pjrt::Buffer>> outs;
+  std::string error;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+
+  void run() {
+    Runtime& rt = Runtime::get();
+    try {
+      if (!mlir.empty()) {
+        program->exe = rt.compile(mlir, out_types, device);
+        rt.insert(key, program);
+      }
+      outs = program->exe->execute(args, program->donated, device);
+      rt.count("launches");
+      rt.count("donated_buffers",
+               std::count(program->donated.begin(), program->donated.end(), true));
+    } catch (const Error& e) {
+      error = failure + e.what();
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+    cv.notify_all();
+  }
+
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+  }
+
+  void adopt(const std::vector<std::shared_ptr<DeviceBuffer>>& targets) {
+    wait();
+    params.clear();
+    if (!error.empty()) return poison(targets, error);
+    for (size_t k = 0; k < targets.size(); ++k) targets[k]->fulfil(std::move(outs[k]));
+    if (!targets.empty()) Runtime::get().note_launch(targets.back());
+  }
+
+  void adopt_live() {
+    std::vector<std::shared_ptr<DeviceBuffer>> targets;
+    std::vector<std::unique_ptr<pjrt::Buffer>> kept;
+    wait();
+    for (size_t k = 0; k < live.size(); ++k) {
+      if (auto b = live[k].lock()) {
+        targets.push_back(std::move(b));
+        kept.push_back(k < outs.size() ? std::move(outs[k]) : nullptr);
+      }
+    }
+    outs = std::move(kept);
+    adopt(targets);
+  }
+};
+
+namespace {
+
+// A single worker: programs compile one at a time, in flush order.
+class CompileWorker {
+ public:
+  CompileWorker() { std::thread([this] { loop(); }).detach(); }
+  void submit(std::shared_ptr<CompileJob> job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(job));
+    cv_.notify_one();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::shared_ptr<CompileJob> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return !queue_.empty(); });
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      job->run();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<CompileJob>> queue_;
+};
+
+CompileWorker& compile_worker() {
+  static CompileWorker* worker = new CompileWorker();  // never joined: it outlives exit
+  return *worker;
+}
+
+// Graphs whose program is compiling on the worker.
+std::vector<std::shared_ptr<Graph>> in_flight;
+
 void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
             const std::vector<std::pair<int, int>>& live_ids) {
   Runtime& rt = Runtime::get();
@@ -157,13 +268,14 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   key += "@" + std::to_string(g.device);
 
   std::shared_ptr<CompiledProgram> program = rt.lookup(key);
+  std::string mlir;
+  std::vector<TensorType> out_types;
   if (!program) {
     program = std::make_shared<CompiledProgram>();
     hlo::Builder b;
     std::vector<Value> param_values;
     auto results = build_graph(b, g, param_values, program->numbers);
     std::vector<Value> outs;
-    std::vector<TensorType> out_types;
     for (const auto& [n, r] : live_ids) {
       outs.push_back(results[n][r]);
       out_types.push_back(results[n][r].type);
@@ -174,44 +286,51 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
       b.alias_parameter(param_values[p], alias[p]);
       program->donated[p] = true;
     }
-    program->exe = rt.compile(b.module(outs), out_types, g.device);
-    rt.insert(key, program);
+    mlir = b.module(outs);
   }
 
   // Parameters: the graph's buffers (an input that carries an error poisons
   // every result), then numbers and generator states.
-  std::vector<const pjrt::Buffer*> args;
+  auto job = std::make_shared<CompileJob>();
   for (const auto& p : g.params) {
     if (p->state() == DeviceBuffer::State::Error)
       return poison(live, p->error_message());
-    args.push_back(&p->buffer());
+    job->args.push_back(&p->buffer());
   }
-  std::vector<std::shared_ptr<pjrt::Buffer>> numbers;
-  std::vector<std::unique_ptr<pjrt::Buffer>> states;
   for (const NumberParam& np : program->numbers) {
     const Arg& a = g.nodes[np.node].args[np.arg];
     if (np.rng) {
       uint64_t state[2] = {a.rng_seed, a.rng_offset};
-      states.push_back(rt.client().from_host(state, {ElementType::U64, {2}}, g.device));
-      args.push_back(states.back().get());
+      job->states.push_back(rt.client().from_host(state, {ElementType::U64, {2}}, g.device));
+      job->args.push_back(job->states.back().get());
     } else {
-      numbers.push_back(number_buffer(a.number, np.type, g.device));
-      args.push_back(numbers.back().get());
+      job->numbers.push_back(number_buffer(a.number, np.type, g.device));
+      job->args.push_back(job->numbers.back().get());
     }
   }
   std::string injected;
   if (rt.take_injected_failure(&injected))
     return poison(live, failure_message(g, "on the device: " + injected));
-  std::vector<std::unique_ptr<pjrt::Buffer>> outs;
-  try {
-    outs = program->exe->execute(args, program->donated, g.device);
-  } catch (const Error& e) {
-    return poison(live, failure_message(g, e.what()));
+  job->program = program;
+  job->params = g.params;  // kept alive (and donated) until the launch
+  job->failure = failure_message(g, "");
+  job->device = g.device;
+  if (!mlir.empty()) {
+    job->key = std::move(key);
+    job->mlir = std::move(mlir);
+    job->out_types = std::move(out_types);
   }
-  count("launches");
-  count("donated_buffers", std::count(program->donated.begin(), program->donated.end(), true));
-  for (size_t k = 0; k < live.size(); ++k) live[k]->fulfil(std::move(outs[k]));
-  if (!live.empty()) rt.note_launch(live.back());
+  if (!job->mlir.empty() && mode == EagerMode::DeferAndFuse) {
+    // A new program compiles on the worker thread while this thread records
+    // what comes next; its results are taken when first needed.
+    for (const auto& b : live) job->live.push_back(b);
+    g.job = job;
+    in_flight.push_back(g.shared_from_this());
+    compile_worker().submit(job);
+    return;
+  }
+  job->run();
+  job->adopt(live);
 }
 
 void flush_locked(std::shared_ptr<Graph> g, const char* reason) {
@@ -481,9 +600,20 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call) {
   return record(call);
 }
 
+namespace {
+// Takes the results of a graph whose program ran (or compiled) on the worker.
+void settle_locked(const std::shared_ptr<Graph>& g) {
+  if (!g->job) return;
+  std::shared_ptr<CompileJob> job = std::move(g->job);
+  in_flight.erase(std::remove(in_flight.begin(), in_flight.end(), g), in_flight.end());
+  job->adopt_live();
+}
+}  // namespace
+
 void flush_graph(const std::shared_ptr<Graph>& graph, const char* reason) {
   std::lock_guard<std::recursive_mutex> lock(mu);
   flush_locked(graph, reason);
+  settle_locked(graph);
 }
 
 void flush_all(const char* reason) {
@@ -492,6 +622,7 @@ void flush_all(const char* reason) {
     std::shared_ptr<Graph> g = current.begin()->second;  // flushing erases the map's copy
     flush_locked(g, reason);
   }
+  while (!in_flight.empty()) settle_locked(in_flight.back());
 }
 
 void set_origin_provider(OriginProvider provider) { origin_provider = provider; }

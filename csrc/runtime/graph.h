@@ -66,7 +66,9 @@ struct Node {
   std::shared_ptr<const std::string> origin;  // "file.py:42", when known
 };
 
-class Graph {
+struct CompileJob;  // runtime/executor.cpp
+
+class Graph : public std::enable_shared_from_this<Graph> {
  public:
   explicit Graph(int device) : device(device) {}
 
@@ -79,6 +81,8 @@ class Graph {
   uint64_t rolling_hash = 1469598103934665603ULL;
   bool flushed = false;
   bool capturing = false;  // recorded for torch.compile: never flushed, only captured
+  // Set while its program compiles on the worker thread (defer_and_fuse).
+  std::shared_ptr<CompileJob> job;
 
   int param_of(const std::shared_ptr<DeviceBuffer>& buffer);
   // "aten::mm (at model.py:12)" for messages about node n.

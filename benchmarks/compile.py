@@ -1,0 +1,237 @@
+"""torch.compile(backend="tpu") next to its peers, in one run: the GPT-style
+decoder of benchmarks/gpt.py (training step: forward, backward, AdamW; and an
+inference forward) as
+
+  compile_tpu     torch.compile(backend="tpu"): one captured StableHLO program per graph
+                  (forward, backward, AdamW(capturable=True) step)
+  defer_and_fuse  eager on tpu, ops fused into deferred graphs
+  strict          eager on tpu, one program per op
+  cpu_eager       PyTorch eager on the CPU
+  inductor_cpu    torch.compile (Inductor) on the CPU
+  jax_jit_cpu     the same model in JAX (benchmarks/jax_gpt.py), jax.jit on the CPU
+
+Configurations are interleaved (one timed block of each per round, several
+rounds) and the median of the rounds is reported, because this machine is
+shared and its speed drifts. Prints steps per second and compile_tpu's ratio
+to every peer; writes benchmarks/results/compile.{json,png}.
+
+    python3 benchmarks/compile.py                 # needs `pip install jax jaxlib` for the JAX peer
+"""
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+import torch_tpu
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpt import GPT, loss_fn  # noqa: E402
+
+CONFIGS = ["compile_tpu", "defer_and_fuse", "strict", "cpu_eager", "inductor_cpu", "jax_jit_cpu"]
+MODE = {"compile_tpu": "strict", "defer_and_fuse": "defer_and_fuse", "strict": "strict"}
+
+
+def data(args):
+    g = torch.Generator().manual_seed(1)
+    idx = torch.randint(0, args.vocab, (args.batch, args.seq), generator=g)
+    tgt = torch.randint(0, args.vocab, (args.batch, args.seq), generator=g)
+    return idx, tgt
+
+
+def model(args):
+    torch.manual_seed(0)
+    return GPT(args.vocab, args.d_model, args.heads, args.layers, args.seq)
+
+
+def torch_train(config, args):
+    device = "cpu" if config in ("cpu_eager", "inductor_cpu") else "tpu"
+    m = model(args).to(device)
+    idx, tgt = (t.to(device) for t in data(args))
+    if config == "compile_tpu":
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-4, capturable=True)
+        compute_loss = torch.compile(loss_fn, backend="tpu")
+        opt_step = torch.compile(opt.step, backend="tpu")
+    elif config == "inductor_cpu":
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        compute_loss = torch.compile(loss_fn)
+        opt_step = torch.compile(opt.step)
+    else:
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        compute_loss, opt_step = loss_fn, opt.step
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = compute_loss(m, idx, tgt)
+        loss.backward()
+        opt_step()
+        return loss
+
+    return step, finish
+
+
+def finish(outs):
+    """Waits until every output of the timed block exists (holding them all,
+    so that defer_and_fuse cannot skip the work of a result nobody reads)."""
+    last = outs[-1]
+    if last.device.type == "tpu":
+        torch.tpu.synchronize()
+    return float(last.reshape(-1)[0].item())
+
+
+def torch_inference(config, args):
+    device = "cpu" if config in ("cpu_eager", "inductor_cpu") else "tpu"
+    m = model(args).to(device).eval()
+    idx = data(args)[0].to(device)
+    if config == "compile_tpu":
+        m = torch.compile(m, backend="tpu")
+    elif config == "inductor_cpu":
+        m = torch.compile(m)
+
+    def step():
+        with torch.no_grad():
+            return m(idx)
+
+    return step, finish
+
+
+def jax_setup(workload, args):
+    import jax
+
+    jax.config.update("jax_platforms", "cpu")
+    import jax_gpt
+
+    idx, tgt = data(args)
+    params = jax_gpt.params_from_torch(model(args))
+    jidx, jtgt = jax_gpt.to_jax(idx), jax_gpt.to_jax(tgt)
+    if workload == "train_step":
+        train = jax_gpt.make_train_step(args.heads, args.layers)
+        state = {"p": params, "opt": jax_gpt.adamw_init(params)}
+
+        def step():
+            state["p"], state["opt"], loss = train(state["p"], state["opt"], jidx, jtgt)
+            return loss
+
+        return step, jax_finish
+    infer = jax_gpt.make_inference(args.heads, args.layers)
+    return (lambda: infer(params, jidx)), jax_finish
+
+
+def jax_finish(outs):
+    import jax
+
+    jax.block_until_ready(outs)
+    return float(outs[-1].reshape(-1)[0])
+
+
+def setup(workload, config, args):
+    if config == "jax_jit_cpu":
+        return jax_setup(workload, args)
+    make = torch_train if workload == "train_step" else torch_inference
+    with mode_of(config):
+        return make(config, args)
+
+
+def mode_of(config):
+    return torch_tpu.eager_mode(MODE[config]) if config in MODE else contextlib.nullcontext()
+
+
+def timed_block(step, finish, config, steps):
+    with mode_of(config):
+        start = time.perf_counter()
+        outs = [step() for _ in range(steps)]
+        value = finish(outs)
+        return (time.perf_counter() - start) / steps, value
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--vocab", type=int, default=4096)
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=3, help="steps per timed block")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (median reported)")
+    p.add_argument("--workloads", default="train_step,inference")
+    p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument("--out", default="benchmarks/results/compile")
+    args = p.parse_args()
+    configs = args.configs.split(",")
+
+    results, compile_seconds, losses = {}, {}, {}
+    for workload in args.workloads.split(","):
+        steps, first = {}, {}
+        for config in configs:
+            try:
+                step, finish = setup(workload, config, args)
+            except ImportError as e:
+                print(f"{workload}/{config}: skipped ({e}); pip install jax jaxlib")
+                continue
+            start = time.perf_counter()
+            with mode_of(config):
+                first[config] = finish([step() for _ in range(args.warmup)])
+            compile_seconds[f"{workload}/{config}"] = time.perf_counter() - start
+            steps[config] = (step, finish)
+            print(f"{workload}/{config}: warmed up in {compile_seconds[f'{workload}/{config}']:.1f} s "
+                  f"(value {first[config]:.5f})", flush=True)
+        times = {c: [] for c in steps}
+        for r in range(args.rounds):
+            order = list(steps) if r % 2 == 0 else list(reversed(steps))  # interleaved
+            for config in order:
+                t, _ = timed_block(*steps[config], config, args.steps)
+                times[config].append(t)
+        row = {c: 1.0 / statistics.median(ts) for c, ts in times.items()}
+        results[workload] = row
+        losses[workload] = first
+        print(f"\n{workload} (steps/s, median of {args.rounds} interleaved rounds of {args.steps} steps)")
+        for c, v in row.items():
+            spread = f"{1 / max(times[c]):.3f}..{1 / min(times[c]):.3f}"
+            print(f"  {c:<15} {v:8.3f}   (range {spread})")
+        if "compile_tpu" in row:
+            print("  compile_tpu / peer: " + ", ".join(
+                f"{c} {row['compile_tpu'] / v:.2f}x" for c, v in row.items() if c != "compile_tpu"))
+        print(flush=True)
+
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    ratios = {w: {c: row["compile_tpu"] / v for c, v in row.items() if c != "compile_tpu"}
+              for w, row in results.items() if "compile_tpu" in row}
+    with open(args.out + ".json", "w") as f:
+        json.dump({"config": vars(args), "steps_per_second": results,
+                   "compile_tpu_over_peer": ratios, "warmup_seconds": compile_seconds,
+                   "value_after_warmup": losses, "platform": torch_tpu.platform(),
+                   "torch": torch.__version__}, f, indent=2)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"wrote {args.out}.json (matplotlib is not installed: no chart)")
+        return
+    fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4.2))
+    axes = axes if len(results) > 1 else [axes]
+    colors = {"compile_tpu": "tab:green", "defer_and_fuse": "tab:orange", "strict": "tab:blue",
+              "cpu_eager": "gray", "inductor_cpu": "tab:purple", "jax_jit_cpu": "tab:red"}
+    for ax, (workload, row) in zip(axes, results.items()):
+        names = list(row)
+        bars = ax.bar(names, [row[n] for n in names], color=[colors.get(n, "black") for n in names])
+        for b, n in zip(bars, names):
+            ax.annotate(f"{row[n]:.2f}", (b.get_x() + b.get_width() / 2, b.get_height()),
+                        ha="center", va="bottom", fontsize=8)
+        ax.set_title(f"GPT {workload} (median steps/s)")
+        ax.set_ylabel("steps / second")
+        ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    fig.savefig(args.out + ".png")
+    print(f"wrote {args.out}.json and {args.out}.png")
+
+
+if __name__ == "__main__":
+    main()
