@@ -17,11 +17,15 @@ namespace torch_tpu::aten {
 
 namespace {
 
+// The buffer behind an input. A contiguous tensor covering its whole storage
+// qualifies even when the buffer has another shape (a (3,) bias grad over a
+// (1, 3) buffer): the program is keyed by the buffer's type and reshapes.
 std::shared_ptr<runtime::DeviceBuffer> whole_base(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.defined() && t.device().type() == c10::DeviceType::PrivateUse1, what,
               " must be a tpu tensor");
   runtime::Storage* s = storage_of(t);
-  TORCH_CHECK_VALUE(runtime::is_identity(geometry_of(t), s->base->type()), what,
+  runtime::ViewGeometry g = geometry_of(t);
+  TORCH_CHECK_VALUE(runtime::covers_storage(g, s->nbytes) && s->base->type().dtype == g.dtype, what,
                     " must be a contiguous tensor covering its whole storage (call .contiguous())");
   return s->base;
 }
@@ -64,6 +68,10 @@ class Program {
 }  // namespace
 
 void bind_capture(py::module& m) {
+  m.def("_storage_base_shape", [](const at::Tensor& t) {
+    const auto& shape = storage_of(t)->base->type().shape;
+    return std::vector<int64_t>(shape.begin(), shape.end());
+  }, "Shape of the device buffer behind a tensor's storage (captured programs are keyed by it)");
   py::class_<Program>(m, "CapturedProgram")
       .def("run", &Program::run, "Launch with new inputs (same shapes and dtypes as captured)");
 

@@ -11,6 +11,7 @@
 
 #include <deque>
 #include <map>
+#include <numeric>
 #include <set>
 #include <mutex>
 #include <unordered_map>
@@ -377,6 +378,27 @@ void check_overlapping_write(const std::string& op, const at::Tensor& t) {
   translate_errors([&] { runtime::check_writable(geometry_of(t), op.c_str()); });
 }
 
+// Fused attention's output takes the query's memory layout (dims ordered by
+// its strides), as PyTorch's meta function allocates it; compiled graphs
+// rely on those strides.
+at::Tensor with_layout_of(const at::Tensor& result, const at::Tensor& like) {
+  if (like.dim() != result.dim()) return result;
+  std::vector<int64_t> order(like.dim());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  std::vector<int64_t> strides(result.dim());
+  int64_t s = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[*it] = s;
+    s *= result.size(*it);
+  }
+  if (c10::IntArrayRef(strides) == result.strides()) return result;
+  at::Tensor out = at::empty_strided(result.sizes(), strides, result.options());
+  out.copy_(result);
+  return out;
+}
+
 bool returns_list(const c10::FunctionSchema& schema) {
   return schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
 }
@@ -481,6 +503,7 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     stack->push_back(c10::IValue(results));
   } else if (auto it = integer_results().find(schema.name()); it != integer_results().end()) {
     std::vector<int64_t> ints = it->second(values);
+    results[0] = with_layout_of(results[0], values[0].toTensor());  // fused attention
     size_t t = 0, i = 0;
     for (const auto& ret : schema.returns()) {
       bool integer = ret.type()->kind() == c10::TypeKind::IntType ||

@@ -416,8 +416,10 @@ class CompiledGraph:
             else:
                 j, _ = bases.setdefault(id(src), (len(bases), src))
             plan.append((how, j))
+            # Programs take the device buffers behind the inputs: their shapes
+            # (which may differ from the tensors', e.g. (3,) over (1, 3)) key them.
             key.append((how, j, a.dtype, _geometry(a),
-                        tuple(src.shape) if how == "view" else None))
+                        tuple(_C._storage_base_shape(src)) if how != "copy" else None))
         return plan, tuple(key)
 
     def _inputs(self, args, plan):
@@ -642,31 +644,10 @@ def reset() -> None:
     _frame_warned.clear()
 
 
-def _skip_hooks_while_compiling():
-    """torch_tpu's optimizer-step post hook (eager.py: a defer_and_fuse cut)
-    calls into _C, which Dynamo cannot trace: inside a compiled optimizer step
-    it would be a graph break (and a warning) every time. Compiled code has
-    nothing deferred to cut, so while Dynamo traces the hook is skipped."""
-    from torch.optim import optimizer as optim_mod
-
-    from . import eager
-
-    hooks = optim_mod._global_optimizer_post_hooks
-    for key, hook in list(hooks.items()):
-        if hook is eager._flush_after_optimizer_step:
-            def flush_unless_compiling(opt, args, kwargs, _hook=hook):
-                if torch.compiler.is_compiling():
-                    return None
-                return _hook(opt, args, kwargs)
-
-            hooks[key] = flush_unless_compiling
-
-
 def _register():
     from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
 
     _register_device_interface()
-    _skip_hooks_while_compiling()
     if "tpu" not in _COMPILER_FNS:
         register_backend(name="tpu")(backend)
 

@@ -17,6 +17,7 @@ selects debug, TORCH_TPU_DEFER_AND_FUSE=1 defer_and_fuse.
 """
 import contextlib
 
+import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from . import _C
@@ -95,6 +96,10 @@ def reset_metrics() -> None:
 def _flush_after_optimizer_step(optimizer, args, kwargs):
     # A training loop's optimizer step is a natural, deterministic cut: the
     # graphs before and after it recur every iteration and hit the cache.
+    # Inside torch.compile there is nothing deferred to cut (and Dynamo
+    # cannot trace the call).
+    if torch.compiler.is_compiling():
+        return
     if _C._eager_mode() == "defer_and_fuse":
         _C._flush("optimizer_step")
 
