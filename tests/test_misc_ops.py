@@ -202,3 +202,29 @@ def test_fft_roundtrip_grad():
     except NotImplementedError:
         pytest.xfail("r2c's backward goes through view_as_real, not yet on tpu")
     grad_check(lambda a: torch.fft.irfft(torch.fft.rfft(a) * 2, n=8), [torch.randn(3, 8)], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("fn,kw", [
+    (torch.fft.ifft, dict(n=10, dim=1, norm="ortho")), (torch.fft.ifft, {}),
+    (torch.fft.ihfft, dict(n=10, dim=1, norm="ortho")), (torch.fft.ihfft2, {}),
+    (torch.fft.ihfftn, dict(s=[3, 10], dim=[1, 2])), (torch.fft.hfft2, dict(s=[3, 10], dim=[1, 2])),
+])
+def test_fft_of_real_input_and_backward(fn, kw):
+    # These go through a lazy conj (ifft of real input), conj_physical and
+    # view_as_real; values and gradients must match the CPU.
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(5, 6, 7, generator=g)
+    cx = x.clone().requires_grad_()
+    tx = x.to("tpu").requires_grad_()
+    e, d = fn(cx, **kw), fn(tx, **kw)
+    torch.testing.assert_close(d.detach().cpu(), e.detach(), rtol=1e-4, atol=1e-5)
+    up = torch.randn(e.shape, dtype=e.dtype, generator=g)
+    e.backward(up)
+    d.backward(up.to("tpu"))
+    torch.testing.assert_close(tx.grad.cpu(), cx.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_equal_returns_a_python_bool_like_cpu():
+    a = torch.arange(6.0).reshape(2, 3)
+    for other in (a.clone(), a + 1, a[:1], a.to(torch.int64)):
+        assert torch.equal(a.to("tpu"), other.to("tpu")) is torch.equal(a, other)

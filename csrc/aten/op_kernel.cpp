@@ -399,6 +399,16 @@ at::Tensor with_layout_of(const at::Tensor& result, const at::Tensor& like) {
   return out;
 }
 
+bool needs_host_results(const c10::FunctionSchema& schema) {
+  for (const auto& ret : schema.returns()) {
+    c10::TypeKind kind = ret.type()->kind();
+    if (kind == c10::TypeKind::IntType || kind == c10::TypeKind::SymIntType ||
+        kind == c10::TypeKind::BoolType)
+      return true;
+  }
+  return false;
+}
+
 bool returns_list(const c10::FunctionSchema& schema) {
   return schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
 }
@@ -501,15 +511,23 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     compare_with_cpu(op, std::move(host_args), {}, results);
   if (returns_list(schema)) {
     stack->push_back(c10::IValue(results));
-  } else if (auto it = integer_results().find(schema.name()); it != integer_results().end()) {
-    std::vector<int64_t> ints = it->second(values);
-    results[0] = with_layout_of(results[0], values[0].toTensor());  // fused attention
+  } else if (needs_host_results(schema)) {
+    // Results that are Python numbers: integers computed from the arguments
+    // (integer_results), bools read back from the lowering's 0-dim tensor.
+    std::vector<int64_t> ints;
+    if (auto it = integer_results().find(schema.name()); it != integer_results().end()) {
+      ints = it->second(values);
+      results[0] = with_layout_of(results[0], values[0].toTensor());  // fused attention
+    }
     size_t t = 0, i = 0;
     for (const auto& ret : schema.returns()) {
-      bool integer = ret.type()->kind() == c10::TypeKind::IntType ||
-                     ret.type()->kind() == c10::TypeKind::SymIntType;
-      if (integer) stack->push_back(c10::IValue(ints.at(i++)));
-      else stack->push_back(std::move(results.at(t++)));
+      c10::TypeKind kind = ret.type()->kind();
+      if (kind == c10::TypeKind::IntType || kind == c10::TypeKind::SymIntType)
+        stack->push_back(c10::IValue(ints.at(i++)));
+      else if (kind == c10::TypeKind::BoolType)
+        stack->push_back(c10::IValue(results.at(t++).item<bool>()));
+      else
+        stack->push_back(std::move(results.at(t++)));
     }
   } else {
     TORCH_CHECK(results.size() == schema.returns().size(), "tpu lowering of ", schema.name(),

@@ -29,7 +29,8 @@ Values lower_trace(Context& ctx, const Args& a) {
   Value x = a[0].as_tensor();
   TPU_CHECK(x.rank() == 2, ErrorKind::Runtime, "trace: expected a matrix, but got tensor with dim ", x.rank());
   E t = x.dtype();
-  E out = hlo::is_integral(t) || t == E::Bool ? E::I64 : t;
+  check_dtype(t != E::Bool, "trace", t);
+  E out = hlo::is_integral(t) ? E::I64 : t;
   E acc = opmath(out);
   Value v = cast(b, x, acc);
   Value m = b.select(diag_mask(b, x.shape(), 0, Compare::EQ), v, b.zeros(acc, x.shape()));
@@ -132,8 +133,9 @@ Values lower_cholesky_ex(Context& ctx, const Args& a) {
   int64_t r = A.rank(), n = A.shape()[r - 1];
   Value L = b.op("stablehlo.cholesky", {A}, A.type, "lower = true");
   L = b.select(diag_mask(b, A.shape(), 0, Compare::LE), L, b.zeros(A.dtype(), A.shape()));
-  // info: 0, or the order of the first leading minor that is not positive
-  // definite (where the factor stops being finite and positive).
+  // info: 0 on success. On failure XLA's factor is NaN throughout, so info is
+  // the first column whose pivot is not finite and positive: 1 where LAPACK
+  // would name the failing minor (nonzero either way).
   Value d = L;
   if (hlo::is_complex(d.dtype())) d = b.real(d);
   Value diag = b.reduce_sum(b.select(diag_mask(b, d.shape(), 0, Compare::EQ), d, b.zeros(d.dtype(), d.shape())), {r - 1});

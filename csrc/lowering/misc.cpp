@@ -522,6 +522,20 @@ Values lower_fft_c2r(Context& ctx, const Args& a) {
   return {s == 1.0 ? y : b.mul(y, b.full(s, rt, y.shape()))};
 }
 
+// equal(self, other) -> bool: same shape and every element equal. The aten
+// layer reads the 0-dim result back as the Python bool the schema returns.
+Values lower_equal(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value x = a[0].as_tensor(), y = a[1].as_tensor();
+  if (x.shape() != y.shape()) return {b.constant_bool(false)};
+  E t = promote(x.dtype(), y.dtype());
+  Value eq = b.compare(cast(b, x, t), cast(b, y, t), Compare::EQ);
+  if (eq.rank() == 0) return {eq};
+  Dims all(eq.rank());
+  for (int64_t i = 0; i < eq.rank(); ++i) all[i] = i;
+  return {b.reduce_and(eq, all)};
+}
+
 }  // namespace
 
 TPU_LOWERING("aten::_cdist_backward", lower_cdist_backward);
@@ -533,6 +547,7 @@ TPU_LOWERING("aten::_pdist_backward", lower_pdist_backward);
 TPU_LOWERING("aten::_pdist_forward", lower_pdist_forward);
 TPU_LOWERING("aten::as_strided_scatter", lower_as_strided_scatter);
 TPU_LOWERING("aten::diagonal_scatter", lower_diagonal_scatter);
+TPU_LOWERING("aten::equal", lower_equal);
 TPU_LOWERING("aten::masked_fill.Scalar", lower_masked_fill);
 TPU_LOWERING("aten::masked_fill.Tensor", lower_masked_fill);
 TPU_LOWERING("aten::masked_scatter", lower_masked_scatter);

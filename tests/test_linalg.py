@@ -1,0 +1,127 @@
+"""linalg.cpp on tpu against the CPU: trace, vdot, linalg.cross, solve_triangular, cholesky(_ex),
+isin, bucketize, searchsorted, tril/triu_indices; backward where PyTorch differentiates them.
+Float32 linear algebra uses tolerances of 1e-4 (XLA's blocked solves round differently)."""
+import pytest
+import torch
+import torch_tpu  # noqa: F401
+
+DEV = "tpu"
+LA_TOL = {torch.float32: dict(atol=1e-4, rtol=1e-4), torch.float64: {}}
+
+
+def make(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    if dtype.is_floating_point or dtype.is_complex:
+        return x.to(dtype) if not dtype.is_complex else torch.complex(x, x.flip(-1)).to(dtype)
+    return (x * 10).to(dtype) if dtype != torch.bool else x > 0
+
+
+def check(fn, *xs, grad=False, **tol):
+    cs = [x.detach().clone().requires_grad_(grad) for x in xs]
+    ds = [x.detach().to(DEV).requires_grad_(grad) for x in xs]
+    oc, od = fn(*cs), fn(*ds)
+    assert od.device.type == DEV
+    torch.testing.assert_close(od.cpu(), oc, **tol)
+    if grad:
+        g = make(oc.shape, oc.dtype, seed=7)
+        oc.backward(g)
+        od.backward(g.to(DEV))
+        for c, d in zip(cs, ds):
+            torch.testing.assert_close(d.grad.cpu(), c.grad, **tol)
+
+
+def test_trace_bool():
+    with pytest.raises(NotImplementedError, match="trace"):
+        torch.trace(torch.ones(2, 2, dtype=torch.bool, device=DEV))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.int32])
+def test_trace(dtype):
+    check(torch.trace, make((4, 6), dtype), grad=dtype.is_floating_point)
+    check(torch.trace, make((5, 3), dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.complex64])
+def test_vdot_cross(dtype):
+    grad = dtype.is_floating_point or dtype.is_complex
+    tol = dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else {}
+    check(torch.vdot, make((7,), dtype), make((7,), dtype, seed=1), grad=grad, **tol)
+    check(lambda a, b: torch.linalg.cross(a, b), make((4, 3), dtype), make((4, 3), dtype, seed=1), grad=grad, **tol)
+    check(lambda a, b: torch.linalg.cross(a, b, dim=0), make((3, 2, 5), dtype), make((3, 1, 5), dtype, seed=1),
+          grad=grad, **tol)
+
+
+def test_vdot_errors():
+    with pytest.raises(RuntimeError, match="same dtype"):
+        torch.vdot(torch.ones(3, device=DEV), torch.ones(3, device=DEV, dtype=torch.float64))
+
+
+def spd(n, batch, dtype, seed=0):
+    a = make(batch + (n, n), dtype, seed)
+    return a @ a.mT + n * torch.eye(n, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("left", [False, True])
+@pytest.mark.parametrize("unit", [False, True])
+def test_solve_triangular(dtype, upper, left, unit):
+    a = spd(4, (2,), dtype)
+    a = a.triu() if upper else a.tril()
+    b = make((2, 4, 3) if left else (2, 3, 4), dtype, seed=1)
+    check(lambda x, y: torch.linalg.solve_triangular(x, y, upper=upper, left=left, unitriangular=unit), a, b,
+          grad=True, **LA_TOL[dtype])
+    # broadcast batch
+    check(lambda x, y: torch.linalg.solve_triangular(x, y, upper=upper, left=left, unitriangular=unit), a[0],
+          make((3, 4, 4), dtype, seed=2), **LA_TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky(dtype, upper):
+    a = spd(5, (3,), dtype)
+    check(lambda x: torch.linalg.cholesky(x, upper=upper), a, grad=True, **LA_TOL[dtype])
+    L, info = torch.linalg.cholesky_ex(a.to(DEV), upper=upper)
+    assert info.dtype == torch.int32 and info.cpu().eq(0).all()
+    bad = a.clone()
+    bad[1, 2, 2] = -100.0
+    _, info = torch.linalg.cholesky_ex(bad.to(DEV))
+    # Nonzero exactly where the CPU's is (XLA does not say which minor failed).
+    assert torch.equal(info.cpu() != 0, torch.linalg.cholesky_ex(bad)[1] != 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.int32, torch.uint8, torch.float64])
+def test_isin(dtype):
+    x, t = make((4, 5), dtype), make((6,), dtype, seed=1)
+    x[0, :3] = t[:3]
+    for invert in (False, True):
+        check(lambda a, b: torch.isin(a, b, invert=invert), x, t)
+    check(lambda a, b: torch.isin(a, b), x, t.view(2, 3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("right", [False, True])
+def test_bucketize_searchsorted(dtype, right):
+    bounds = torch.sort(make((9,), dtype))[0]
+    v = make((3, 4), dtype, seed=1)
+    v[0, :3] = bounds[:3]
+    for out_int32 in (False, True):
+        check(lambda x, b: torch.bucketize(x, b, right=right, out_int32=out_int32), v, bounds)
+        check(lambda b, x: torch.searchsorted(b, x, right=right, out_int32=out_int32), bounds, v)
+    seq = torch.sort(make((3, 6), dtype, seed=2))[0]
+    check(lambda b, x: torch.searchsorted(b, x, side="right" if right else "left"), seq, v)
+    raw = make((3, 6), dtype, seed=3)
+    sorter = torch.argsort(raw)
+    check(lambda b, x: torch.searchsorted(b, x, sorter=sorter.to(b.device), right=right), raw, v)
+    check(lambda b, x: torch.searchsorted(b, x, sorter=sorter[0].to(b.device), right=right), raw[0], v)
+
+
+@pytest.mark.parametrize("args", [(3, 4, 0), (4, 3, 1), (5, 5, -2), (0, 3, 0), (3, 3, 10), (3, 3, -10)])
+def test_tri_indices(args):
+    for fn in (torch.tril_indices, torch.triu_indices):
+        d = fn(*args, device=DEV)
+        assert d.device.type == DEV
+        torch.testing.assert_close(d.cpu(), fn(*args))
+    torch.testing.assert_close(torch.tril_indices(*args, device=DEV, dtype=torch.int32).cpu(),
+                               torch.tril_indices(*args, dtype=torch.int32))
