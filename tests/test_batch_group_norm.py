@@ -188,3 +188,32 @@ def test_group_norm_module_and_errors():
     close(m_d(x.to(DEV)), m_c(x))
     with pytest.raises(RuntimeError, match="divisible by num_groups"):
         A.native_group_norm(x.to(DEV), None, None, 3, 4, 7, 3, 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_batch_norm_with_update_and_backward(dtype):
+    # The torch >= 2.3 entry points: _batch_norm_with_update writes the running
+    # statistics; batch_norm_backward takes its saved mean and invstd.
+    x = randn(4, 3, 5, dtype=dtype)
+    w, b = randn(3, seed=1), randn(3, seed=2)
+    rm, rv = randn(3, seed=3), randn(3, seed=4).abs() + 0.5
+    ops = torch.ops.aten
+    rm_d, rv_d = rm.to(DEV), rv.to(DEV)
+    c = ops._batch_norm_with_update(x, w, b, rm, rv, 0.3, 1e-5)
+    d = ops._batch_norm_with_update(x.to(DEV), w.to(DEV), b.to(DEV), rm_d, rv_d, 0.3, 1e-5)
+    for u, v in zip(c, d):
+        assert u.dtype == v.dtype and u.shape == v.shape
+        torch.testing.assert_close(v.cpu(), u, **tol(dtype))
+    close(rm_d, rm)
+    close(rv_d, rv)
+    g = randn(4, 3, 5, dtype=dtype, seed=5)
+    cb = ops.batch_norm_backward(g, x, w, rm, rv, c[1], c[2], True, 1e-5, [True, True, True], c[3])
+    db = ops.batch_norm_backward(g.to(DEV), x.to(DEV), w.to(DEV), rm_d, rv_d, d[1], d[2], True, 1e-5,
+                                 [True, True, True], d[3])
+    for u, v in zip(cb, db):
+        torch.testing.assert_close(v.cpu(), u, **tol(dtype))
+    c = ops._batch_norm_no_update(x, w, b, rm, rv, 0.3, 1e-5)
+    d = ops._batch_norm_no_update(x.to(DEV), w.to(DEV), b.to(DEV), rm_d, rv_d, 0.3, 1e-5)
+    for u, v in zip(c, d):
+        assert u.dtype == v.dtype and u.shape == v.shape
+        torch.testing.assert_close(v.cpu(), u, **tol(dtype))

@@ -470,3 +470,42 @@ def test_diagonal_grads_and_errors():
     check(lambda x: torch.diag_embed(x), make((2, 3)), grad=(0,))
     raises_like(lambda x: torch.ops.aten.diagonal_copy(x, 0, 1, 1), make((3, 4)))
     raises_like(lambda x: torch.diag_embed(x, 0, 1, -2), make((2, 3)))
+
+
+@pytest.mark.parametrize("index_dtype", [torch.uint8, torch.int16, torch.int32, torch.int64])
+def test_gather_scatter_empty_index(index_dtype):
+    # The CPU returns at once for an empty index, whatever its dtype or shape.
+    x = make((3, 4))
+    for shape in [(0,), (3, 0), (0, 4), (5, 0)]:
+        i = torch.zeros(shape, dtype=index_dtype)
+        src = x if len(shape) == 2 else x[0]
+        c = torch.gather(src, -1, i)
+        d = torch.gather(src.to(DEV), -1, i.to(DEV))
+        assert d.shape == c.shape and d.dtype == c.dtype
+    i = torch.zeros(3, 0, dtype=index_dtype)
+    for fn in [lambda t, j: torch.scatter(t, 1, j, torch.ones(3, 0, device=t.device)),
+               lambda t, j: torch.scatter_add(t, 1, j, torch.ones(3, 0, device=t.device)),
+               lambda t, j: torch.scatter(t, 1, j, 2.0)]:
+        torch.testing.assert_close(fn(x.to(DEV), i.to(DEV)).cpu(), fn(x, i))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.uint8])
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce(dtype, reduce, include_self):
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(5, 4, generator=g) * 4).to(dtype)
+    src = (torch.randn(7, 4, generator=g) * 4).to(dtype)
+    index = torch.randint(0, 5, (7,), generator=g)
+    for dim, s, ix in [(0, src, index), (1, src.T.contiguous()[:, :5].T.contiguous().T, index[:5] % 4)]:
+        s = s if dim == 0 else torch.randn(5, 5, generator=g).to(dtype)
+        c = x.index_reduce(dim, ix, s, reduce, include_self=include_self)
+        d = x.to(DEV).index_reduce(dim, ix.to(DEV), s.to(DEV), reduce, include_self=include_self)
+        tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else {}
+        torch.testing.assert_close(d.cpu(), c, **tol)
+    y = x.to(DEV)
+    y.index_reduce_(0, index.to(DEV), src.to(DEV), reduce, include_self=include_self)
+    torch.testing.assert_close(y.cpu(), x.clone().index_reduce_(0, index, src, reduce, include_self=include_self),
+                               **(dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else {}))
+    with pytest.raises(RuntimeError, match="reduce to be one of"):
+        x.to(DEV).index_reduce(0, index.to(DEV), src.to(DEV), "sum")

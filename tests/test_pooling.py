@@ -159,3 +159,34 @@ def test_errors(fn):
     with pytest.raises(type(cpu_err.value)) as dev_err:
         fn(x.to(DEV))
     assert str(cpu_err.value).splitlines()[0] in str(dev_err.value)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape,out", [((2, 3, 5, 7, 6), (2, 3, 4)), ((3, 4, 4, 5), (1, 2, 5)),
+                                       ((1, 2, 6, 6, 6), (3, 3, 3))])
+def test_adaptive_max_pool3d(dtype, shape, out):
+    x = make(shape, dtype)
+    check(lambda t: F.adaptive_max_pool3d(t, out, return_indices=True), x)
+    check(lambda t: F.adaptive_max_pool3d(t, out), x, grad=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n,shape,kw", [
+    (1, (2, 3, 9), dict(kernel_size=3, stride=2)),
+    (2, (2, 3, 6, 7), dict(kernel_size=2)),
+    (2, (3, 5, 5), dict(kernel_size=3, stride=2, padding=1)),
+    (3, (1, 2, 4, 6, 5), dict(kernel_size=2, stride=2)),
+])
+def test_max_unpool(dtype, n, shape, kw):
+    pool = getattr(F, f"max_pool{n}d")
+    unpool = getattr(F, f"max_unpool{n}d")
+    x = make(shape, dtype)
+    v, i = pool(x, return_indices=True, **kw)
+    size = list(shape[-n:])
+    check(lambda t: unpool(t, i.to(t.device), output_size=size, **kw), v, grad=True)
+    # The default output size, where it holds every index.
+    try:
+        unpool(v, i, **kw)
+    except RuntimeError:
+        return
+    check(lambda t: unpool(t, i.to(t.device), **kw), v)

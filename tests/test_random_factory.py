@@ -358,3 +358,17 @@ def test_other_distributions(dtype):
     check_seeding(lambda: torch.empty(64, dtype=dtype, device=DEV).exponential_())
     raises_like_cpu(lambda d: torch.empty(3, device=d).exponential_(-1))
     raises_like_cpu(lambda d: torch.empty(3, device=d).geometric_(1.5))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64,
+                                   torch.int32, torch.uint8, torch.bool])
+def test_native_dropout_backward_dtype(dtype):
+    # grad * mask * scale: integer and bool grads become the default float type.
+    g = torch.Generator().manual_seed(0)
+    grad = (torch.randn(4, 5, generator=g) * 5).to(dtype)
+    mask = torch.rand(4, 5, generator=g) > 0.3
+    for scale in [0.0, 2.0, 1.25]:
+        c = torch.ops.aten.native_dropout_backward(grad, mask, scale)
+        d = torch.ops.aten.native_dropout_backward(grad.to(DEV), mask.to(DEV), scale)
+        assert d.dtype == c.dtype
+        torch.testing.assert_close(d.cpu(), c)

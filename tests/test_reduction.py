@@ -403,3 +403,27 @@ def test_gradients(dtype, require_ops):
     check(lambda t: torch.linalg.vector_norm(t, dim=1), x, grad=True)
     check(lambda t: torch.cummax(t, 1).values, x, grad=True)
     check(lambda t: torch.logcumsumexp(t, 1), x, grad=True, **({} if dtype == torch.float32 else LOOSE_BF16))
+
+
+@pytest.mark.parametrize("op", ["var", "std", "var_mean", "std_mean"])
+@pytest.mark.parametrize("dim", [None, 0, (1, 2)])
+def test_complex_var_std(op, dim):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 5, 6, dtype=torch.complex64, generator=g)
+    fn = getattr(torch, op)
+    for kw in [{}, dict(correction=0), dict(keepdim=True)]:
+        exp = fn(x, dim=dim, **kw)
+        got = fn(x.to("tpu"), dim=dim, **kw)
+        exp = exp if isinstance(exp, tuple) else (exp,)
+        got = got if isinstance(got, tuple) else (got,)
+        for e, t in zip(exp, got):
+            assert t.dtype == e.dtype
+            torch.testing.assert_close(t.cpu(), e, rtol=1e-5, atol=1e-5)
+
+
+def test_complex_logsumexp():
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(4, 5, dtype=torch.complex64, generator=g) * 3
+    for dim, keep in [(1, True), (0, False), ((0, 1), False)]:
+        torch.testing.assert_close(torch.logsumexp(x.to("tpu"), dim, keep).cpu(),
+                                   torch.logsumexp(x, dim, keep), rtol=1e-5, atol=1e-5)

@@ -47,6 +47,28 @@ def test_sort(dtype, shape, descending):
              torch.argsort(x.to(DEV), dim=dim, descending=descending, stable=True))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.int8, torch.uint8, torch.bool])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_many_ties(dtype, descending):
+    # 8000 values drawn from a few: stable=True (both directions) and rows of
+    # up to 16 (the CPU's insertion sort) keep ties in index order, exactly as
+    # on the CPU; longer rows of stable=False follow libstdc++'s introsort on
+    # the CPU, so there values agree and indices point at them.
+    g = torch.Generator().manual_seed(6)
+    x = torch.randint(0, 4, (8000,), generator=g).to(dtype)
+    same(tuple(torch.sort(x, descending=descending, stable=True)),
+         tuple(torch.sort(x.to(DEV), descending=descending, stable=True)))
+    same(torch.argsort(x, descending=descending, stable=True),
+         torch.argsort(x.to(DEV), descending=descending, stable=True))
+    same_selection(tuple(torch.sort(x, descending=descending)),
+                   tuple(torch.sort(x.to(DEV), descending=descending)), x, 0)
+    same(torch.msort(x), torch.msort(x.to(DEV)))
+    short = x[:16].reshape(2, 8)
+    same(tuple(torch.sort(short, dim=0, descending=descending)),
+         tuple(torch.sort(short.to(DEV), dim=0, descending=descending)))
+    same(torch.argsort(x[:16], descending=descending), torch.argsort(x[:16].to(DEV), descending=descending))
+
+
 def test_sort_special_values():
     x = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1.0, float("nan"), -1.0])
     for desc in [False, True]:
@@ -72,13 +94,47 @@ def test_sort_complex_error():
         torch.sort(torch.ones(3, dtype=torch.complex64, device=DEV))
 
 
+def same_selection(c, d, x, dim):
+    """Values equal the CPU's; indices point at those values in x. (The CPU's
+    order among ties in topk, kthvalue and sort(stable=False) on rows longer
+    than 16 is an accident of std::partial_sort / nth_element / introsort.)"""
+    same(c[0], d[0])
+    i = d[1].cpu()
+    assert i.dtype == torch.int64 and i.shape == c[1].shape
+    if x.dim() == 0:
+        same(x, d[0])
+        return
+    picked = torch.gather(x, dim, i if i.dim() == x.dim() else i.unsqueeze(dim))
+    same(c[0] if c[0].dim() == x.dim() else c[0].unsqueeze(dim), picked)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("largest", [True, False])
 def test_topk(dtype, largest):
     x = make((4, 10), dtype, seed=2)
     for dim, k in [(1, 3), (0, 4), (-1, 0), (1, 10)]:
-        same(tuple(torch.topk(x, k, dim=dim, largest=largest)),
-             tuple(torch.topk(x.to(DEV), k, dim=dim, largest=largest)))
+        c = tuple(torch.topk(x, k, dim=dim, largest=largest))
+        d = tuple(torch.topk(x.to(DEV), k, dim=dim, largest=largest))
+        same_selection(c, d, x, dim)
+        # Equal values come in index order.
+        if k < 2:
+            continue
+        v, i = d[0].cpu(), d[1].cpu()
+        tie = v.narrow(dim, 1, max(k - 1, 0)) == v.narrow(dim, 0, max(k - 1, 0))
+        assert (i.narrow(dim, 1, max(k - 1, 0)) > i.narrow(dim, 0, max(k - 1, 0)))[tie].all()
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_many_ties(dtype, largest):
+    # Rows of 8000 values drawn from 5: the k == 1 pick is the first
+    # occurrence, as on the CPU; larger k agree in values.
+    g = torch.Generator().manual_seed(4)
+    x = torch.randint(0, 5, (3, 8000), generator=g).to(dtype)
+    same(tuple(torch.topk(x, 1, largest=largest)), tuple(torch.topk(x.to(DEV), 1, largest=largest)))
+    for k in [5, 100]:
+        same_selection(tuple(torch.topk(x, k, largest=largest)),
+                       tuple(torch.topk(x.to(DEV), k, largest=largest)), x, 1)
 
 
 def test_topk_ties_nan_and_grad():
@@ -105,8 +161,13 @@ def test_topk_ties_nan_and_grad():
 def test_kthvalue(dtype, keepdim):
     x = make((5, 7), dtype, seed=3)
     for dim, k in [(1, 1), (1, 4), (0, 5), (-1, 7)]:
-        same(tuple(torch.kthvalue(x, k, dim=dim, keepdim=keepdim)),
-             tuple(torch.kthvalue(x.to(DEV), k, dim=dim, keepdim=keepdim)))
+        same_selection(tuple(torch.kthvalue(x, k, dim=dim, keepdim=keepdim)),
+                       tuple(torch.kthvalue(x.to(DEV), k, dim=dim, keepdim=keepdim)), x, dim)
+    # Many ties: values agree; the index is one of the value's positions.
+    t = torch.randint(0, 3, (4, 40), generator=torch.Generator().manual_seed(5)).to(dtype)
+    for k in [1, 13, 40]:
+        same_selection(tuple(torch.kthvalue(t, k, dim=1, keepdim=keepdim)),
+                       tuple(torch.kthvalue(t.to(DEV), k, dim=1, keepdim=keepdim)), t, 1)
     with pytest.raises(RuntimeError, match="kthvalue\\(\\): selected number k out of range"):
         torch.kthvalue(x.to(DEV), 8, dim=1)
 

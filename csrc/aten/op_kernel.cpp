@@ -187,12 +187,20 @@ class ArgReader {
   }
 
   int device() const { return device_ < 0 ? current_device() : device_; }
-  // Keeps uploaded CPU scalars alive for the op's duration.
+  // Keeps uploaded CPU scalars and resolved conjugates alive for the op.
   std::vector<std::unique_ptr<runtime::Storage>> staged;
+  std::vector<at::Tensor> resolved;
 
  private:
-  std::optional<runtime::TensorInput> tensor_input(const at::Tensor& t, Arg* a) {
-    if (!t.defined()) return std::nullopt;
+  std::optional<runtime::TensorInput> tensor_input(const at::Tensor& given, Arg* a) {
+    if (!given.defined()) return std::nullopt;
+    // Lazy conjugate/negative views hold the original values: lowerings read
+    // storage, so the bits are applied first (a copy on the device).
+    at::Tensor t = given;
+    if (t.is_conj() || t.is_neg()) {
+      t = t.resolve_conj().resolve_neg();
+      resolved.push_back(t);
+    }
     if (t.device().type() == c10::DeviceType::PrivateUse1) {
       note_device(t.device().index(), t);
       if (first_numel_ < 0) first_numel_ = t.numel();
@@ -553,6 +561,10 @@ void register_lowered_ops(torch::Library& lib) {
     if (route_of(*op).lowering == nullptr) continue;
     // Kernels written by hand in aten/ (copy_, views) take precedence.
     if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+    // A CompositeImplicitAutograd op gets its gradient from its
+    // decomposition; a backend kernel would replace that (losing the
+    // gradient). Its out= and in-place forms are still ours.
+    if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) continue;
     static std::deque<std::string> names;  // the library may keep the pointer
     names.push_back(full_name(name).substr(6));
     lib.impl(names.back().c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_op_kernel>());

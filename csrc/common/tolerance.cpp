@@ -27,8 +27,12 @@ const std::map<std::string, Override>& overrides() {
   static const std::map<std::string, Override> table = {
       {"aten::_log_softmax", {4, 4, "XLA reduces in a different order"}},
       {"aten::_softmax", {4, 4, "XLA reduces in a different order"}},
+      {"aten::addbmm", {20, 20, "the CPU sums the batches in BLAS's order, which cannot be matched"}},
       {"aten::addmm", {10, 10, "XLA's dot accumulates in a different order than oneDNN"}},
       {"aten::bmm", {10, 10, "XLA's dot accumulates in a different order than oneDNN"}},
+      {"aten::convolution_backward", {10, 10, "the CPU sums overlapping half-precision contributions in half precision (col2im); tpu sums in f32 and rounds once"}},
+      {"aten::erfinv", {10, 10, "its gradient exp(erfinv(x)^2) magnifies a one-ulp erfinv difference about 25x near |x| = 1"}},
+      {"aten::logcumsumexp", {4, 4, "cancellation in PyTorch's backward formula: both sides err by ~1.5e-6 against float64"}},
       {"aten::mm", {10, 10, "XLA's dot accumulates in a different order than oneDNN"}},
       {"aten::native_layer_norm", {10, 10, "mean and variance reduce in a different order"}},
   };

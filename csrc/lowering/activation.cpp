@@ -194,6 +194,12 @@ Values lower_sigmoid_backward(Context& ctx, const Args& args) {
   // PyTorch's order: (g (1 - y)) y for reals, g conj((1 - y) y) for complex.
   if (hlo::is_complex(y.dtype()))
     return done(b, b.mul(g, conj_if_complex(b, b.mul(b.sub(splat(b, 1, y), y), y))), t);
+  if (t == E::F16) {
+    // PyTorch's CPU kernel rounds each step to half for float16 (not for
+    // bfloat16, which computes in f32 like the other types).
+    auto r = [&](Value v) { return cast(b, cast(b, v, t), y.dtype()); };
+    return done(b, b.mul(r(b.mul(g, r(b.sub(splat(b, 1, y), y)))), y), t);
+  }
   return done(b, b.mul(b.mul(g, b.sub(splat(b, 1, y), y)), y), t);
 }
 

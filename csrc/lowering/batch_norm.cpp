@@ -172,6 +172,46 @@ Values lower_batch_norm_legit_no_training(Context& ctx, const Args& a) {
   return first3(batch_norm(ctx.b, read(a, 3, std::nullopt, 5)));
 }
 
+// The batch_norm entry points of torch >= 2.3 (what F.batch_norm reaches
+// through export / AOTAutograd): _batch_norm_with_update(input, weight, bias,
+// Tensor(a!) running_mean, Tensor(b!) running_var, momentum, eps) ->
+// (out, save_mean, save_invstd, reserve), then the new running statistics;
+// its functional twin returns the same six. `reserve` is an empty uint8
+// tensor on the CPU.
+Values lower_batch_norm_with_update(Context& ctx, const Args& a) {
+  BatchNorm p = read(a, 3, std::nullopt, 5);
+  p.training = true;
+  TPU_CHECK(p.running_mean && p.running_var, ErrorKind::Runtime,
+            "_batch_norm_with_update: running_mean and running_var must be defined");
+  Values r = batch_norm(ctx.b, p);
+  r.insert(r.begin() + 3, ctx.b.zeros(E::U8, {0}));
+  return r;
+}
+
+// _batch_norm_no_update: evaluation with running statistics (training without
+// them when they are absent), the saved statistics empty.
+Values lower_batch_norm_no_update(Context& ctx, const Args& a) {
+  BatchNorm p = read(a, 3, std::nullopt, 5);
+  p.training = !(p.running_mean && p.running_var);
+  Values r = first3(batch_norm(ctx.b, p));
+  if (p.training) {
+    r[1] = ctx.b.zeros(r[1].dtype(), {0});
+    r[2] = ctx.b.zeros(r[2].dtype(), {0});
+  }
+  r.push_back(ctx.b.zeros(E::U8, {0}));
+  return r;
+}
+
+Values lower_native_batch_norm_backward(Context& ctx, const Args& a);
+
+// batch_norm_backward(grad_out, input, weight, running_mean, running_var,
+// save_mean, save_var, update, eps, output_mask, reserve): save_var holds the
+// saved invstd, `update` says training; the rest is native_batch_norm_backward.
+Values lower_batch_norm_backward(Context& ctx, const Args& a) {
+  Args head(a.begin(), a.begin() + 10);
+  return lower_native_batch_norm_backward(ctx, head);
+}
+
 // (grad_input, grad_weight, grad_bias), all three always (see layer norm).
 Values lower_native_batch_norm_backward(Context& ctx, const Args& a) {
   Builder& b = ctx.b;
@@ -296,10 +336,14 @@ Values lower_native_group_norm_backward(Context& ctx, const Args& a) {
 
 }  // namespace
 
+TPU_LOWERING("aten::_batch_norm_no_update", lower_batch_norm_no_update);
+TPU_LOWERING("aten::_batch_norm_with_update", lower_batch_norm_with_update);
+TPU_LOWERING("aten::_batch_norm_with_update_functional", lower_batch_norm_with_update);
 TPU_LOWERING("aten::_native_batch_norm_legit", lower_batch_norm_legit);
 TPU_LOWERING("aten::_native_batch_norm_legit.no_stats", lower_batch_norm_legit_no_stats);
 TPU_LOWERING("aten::_native_batch_norm_legit_functional", lower_batch_norm_legit);
 TPU_LOWERING("aten::_native_batch_norm_legit_no_training", lower_batch_norm_legit_no_training);
+TPU_LOWERING("aten::batch_norm_backward", lower_batch_norm_backward);
 TPU_LOWERING("aten::native_batch_norm", lower_native_batch_norm);
 TPU_LOWERING("aten::native_batch_norm_backward", lower_native_batch_norm_backward);
 TPU_LOWERING("aten::native_group_norm", lower_native_group_norm);

@@ -374,9 +374,13 @@ Values lower_round_decimals(Context& ctx, const Args& args) {
   check_dtype(hlo::is_float(x.dtype()), "round_cpu", x.dtype());
   int64_t d = args.at(1).as_int();
   if (d == 0) return {b.round_nearest_even(x)};
-  Value scale = splat(b, std::pow(10.0, static_cast<double>(d < 0 ? -d : d)), x);
-  if (d > 0) return {b.div(b.round_nearest_even(b.mul(x, scale)), scale)};
-  return {b.mul(b.round_nearest_even(b.div(x, scale)), scale)};
+  // Half types compute in f32 and round once, as the CPU does.
+  E t = x.dtype();
+  Value w = cast(b, x, opmath(t));
+  Value scale = splat(b, std::pow(10.0, static_cast<double>(d < 0 ? -d : d)), w);
+  Value r = d > 0 ? b.div(b.round_nearest_even(b.mul(w, scale)), scale)
+                  : b.mul(b.round_nearest_even(b.div(w, scale)), scale);
+  return {cast(b, r, t)};
 }
 
 Value isnan_(Builder& b, Value x);
@@ -502,11 +506,13 @@ Value add_scaled(Context& ctx, const Arg& x_arg, const Arg& y_arg, const Arg& al
   if (subtract) check_sub(ctx, x_arg, y_arg);
   E t = result_type(ctx, {&x_arg, &y_arg});
   check_alpha(t, alpha);
-  // Half types compute in f32 (a Python scalar keeps its f32 value) and
-  // round once, as PyTorch's CPU kernels do.
+  // Half types compute in f32 and round once, as PyTorch's CPU kernels do;
+  // unlike mul and div, add rounds a Python scalar and alpha to the half
+  // type first.
   E c = opmath(t);
-  Values v = promoted(ctx, {&x_arg, &y_arg}, c);
-  Value a = broadcast_to(b, operand(ctx, alpha, c), v[1].shape());
+  Values v = promoted(ctx, {&x_arg, &y_arg}, t);
+  for (Value& x : v) x = cast(b, x, c);
+  Value a = broadcast_to(b, cast(b, operand(ctx, alpha, t), c), v[1].shape());
   if (t == E::Bool) return b.or_(v[0], b.and_(v[1], a));
   Value y = b.mul(v[1], a);
   return cast(b, subtract ? b.sub(v[0], y) : b.add(v[0], y), t);
@@ -634,8 +640,12 @@ Values lower_pow_scalar(Context& ctx, const Args& args) {
   TPU_CHECK(!(hlo::is_integral(t) && int_exp && e.number.i < 0), ErrorKind::Runtime,
             "Integers to negative integer powers are not allowed.");
   if (!complex_exp) {
-    if (p == 2) return {b.mul(x, x)};
-    if (p == 3) return {b.mul(b.mul(x, x), x)};
+    // Half types multiply in f32 and round once.
+    if (p == 2 || p == 3) {
+      Value xc = cast(b, x, opmath(t));
+      Value sq = b.mul(xc, xc);
+      return {cast(b, p == 2 ? sq : b.mul(sq, xc), t)};
+    }
     if (hlo::is_float(t)) {
       if (p == 0.5) return {b.sqrt(x)};
       if (p == -0.5) return {b.rsqrt(x)};

@@ -452,6 +452,36 @@ std::vector<Value> lower_scatter_reduce(Context& ctx, const Args& a) {
   return {scatter_elements(ctx, a, scatter_op(a[4].s, false), a[5].as_bool())};
 }
 
+// index_reduce(self, dim, index, source, reduce, include_self): scatter_reduce
+// along dim with the 1-D index laid over source's other dims.
+std::vector<Value> lower_index_reduce(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  const std::string& name = a[4].s;
+  TPU_CHECK(name == "prod" || name == "mean" || name == "amax" || name == "amin", ErrorKind::Runtime,
+            "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got ", name,
+            ".");
+  Value self = a[0].as_tensor(), index = a[2].as_tensor(), src = a[3].as_tensor();
+  int64_t dim = wrap_dim(a[1].as_int(), self.rank());
+  TPU_CHECK(index.rank() <= 1, ErrorKind::Index, "index_reduce_(): Index is supposed to be a vector");
+  TPU_CHECK(is_index_type(index.dtype()), ErrorKind::Index,
+            "index_reduce_(): Expected dtype int32/int64 for index but got: ",
+            scalar_type_name(index.dtype()));
+  TPU_CHECK(src.dtype() == self.dtype(), ErrorKind::Runtime,
+            "index_reduce_(): self (", scalar_type_name(self.dtype()), ") and source (",
+            scalar_type_name(src.dtype()), ") must have the same scalar type");
+  TPU_CHECK(src.rank() == self.rank() || (src.rank() <= 1 && self.rank() <= 1), ErrorKind::Index,
+            "index_reduce_(): Source/destination tensor must have same slice shapes.");
+  int64_t n = index.type.numel();
+  TPU_CHECK((src.rank() == 0 ? 1 : src.shape()[dim]) == n, ErrorKind::Index,
+            "index_reduce_(): Number of indices (", n, ") should be equal to source.size(dim) (",
+            src.rank() == 0 ? 1 : src.shape()[dim], ")");
+  // The CPU raises for an index outside [0, size); here its update is dropped.
+  Value idx = cast(b, b.reshape(index, {n}), E::I64);
+  Args args = a;
+  args[2].tensor = src.rank() == 0 ? b.reshape(idx, {}) : b.broadcast_in_dim(idx, src.shape(), {dim});
+  return {scatter_elements(ctx, args, scatter_op(name, false), a[5].as_bool())};
+}
+
 // ---- advanced indexing: self[i0, i1, ...] with a list of optional index tensors
 
 struct Advanced {
@@ -625,6 +655,7 @@ TPU_LOWERING("aten::index_copy", lower_index_copy);
 TPU_LOWERING("aten::index_fill.int_Scalar", lower_index_fill);
 TPU_LOWERING("aten::index_fill.int_Tensor", lower_index_fill);
 TPU_LOWERING("aten::index_put", lower_index_put);
+TPU_LOWERING("aten::index_reduce", lower_index_reduce);
 TPU_LOWERING("aten::index_select", lower_index_select);
 TPU_LOWERING("aten::put", lower_put);
 TPU_LOWERING("aten::scatter.reduce", lower_scatter_legacy_reduce);

@@ -354,46 +354,95 @@ std::vector<Value> lower_adaptive_avg_pool_backward(Context& ctx, const Args& a)
 // dimension (K the widest window; narrower windows repeat their last row,
 // which changes neither the max nor the first index of it), then reduces the
 // K dimensions with the max pool combiner.
-std::vector<Value> lower_adaptive_max_pool2d(Context& ctx, const Args& a) {
+template <size_t n>
+std::vector<Value> lower_adaptive_max_pool(Context& ctx, const Args& a) {
   Builder& b = ctx.b;
   Value x = a[0].as_tensor();
-  Ints out = adaptive_sizes(x, a[1], 2, "adaptive_max_pool2d");
-  TPU_CHECK(hlo::is_float(x.dtype()), ErrorKind::NotImplemented,
-            "\"adaptive_max_pool2d\" not implemented for '", scalar_type_name(x.dtype()), "'");
-  Ints in = spatial(x.shape(), 2);
-  int64_t lead = x.rank() - 2;
+  const char* op = n == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d";
+  Ints out = adaptive_sizes(x, a[1], n, op);
+  TPU_CHECK(hlo::is_float(x.dtype()), ErrorKind::NotImplemented, "\"", op,
+            "\" not implemented for '", scalar_type_name(x.dtype()), "'");
+  Ints in = spatial(x.shape(), n);
+  int64_t lead = x.rank() - int64_t(n);
   Value values = x;
   Shape grid;
-  std::vector<Ints> rows(2);
-  for (size_t i = 0; i < 2; ++i) {
+  std::vector<Ints> rows(n);
+  for (size_t i = 0; i < n; ++i) {
     int64_t k = 0;
     for (int64_t o = 0; o < out[i]; ++o)
       k = std::max(k, window_end(o, in[i], out[i]) - window_start(o, in[i], out[i]));
     for (int64_t o = 0; o < out[i]; ++o)
       for (int64_t j = 0; j < k; ++j)
         rows[i].push_back(std::min(window_start(o, in[i], out[i]) + j, window_end(o, in[i], out[i]) - 1));
-    values = take(b, values, lead + i, rows[i]);
+    values = take(b, values, lead + int64_t(i), rows[i]);
     grid.push_back(out[i]);
     grid.push_back(k);
   }
-  // [lead.., out0*k0, out1*k1] -> [lead.., out0, k0, out1, k1], and each
-  // element's index within its input plane.
+  // [lead.., out0*k0, out1*k1, ..] -> [lead.., out0, k0, out1, k1, ..], and
+  // each element's index within its input plane.
   Shape split(x.shape().begin(), x.shape().begin() + lead);
   split.insert(split.end(), grid.begin(), grid.end());
   values = b.reshape(values, split);
-  std::vector<double> plane;
-  for (int64_t r0 : rows[0])
-    for (int64_t r1 : rows[1]) plane.push_back(double(r0 * in[1] + r1));
+  std::vector<double> plane = {0};
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<double> next;
+    for (double p0 : plane)
+      for (int64_t r : rows[i]) next.push_back(p0 * double(in[i]) + double(r));
+    plane.swap(next);
+  }
   Value idx = b.reshape(constant_vector(b, plane, E::I64), grid);
-  idx = b.broadcast_in_dim(idx, split, {lead, lead + 1, lead + 2, lead + 3});
+  Ints grid_dims, window_dims;
+  for (size_t i = 0; i < 2 * n; ++i) grid_dims.push_back(lead + int64_t(i));
+  for (size_t i = 0; i < n; ++i) window_dims.push_back(lead + 2 * int64_t(i) + 1);
+  idx = b.broadcast_in_dim(idx, split, grid_dims);
   return b.reduce({values, idx},
                   {b.min_value(x.dtype()), b.constant_int(std::numeric_limits<int64_t>::max(), E::I64)},
-                  {lead + 1, lead + 3}, argmax);
+                  window_dims, argmax);
 }
 
-std::vector<Value> lower_adaptive_max_pool2d_backward(Context& ctx, const Args& a) {
+template <size_t n>
+std::vector<Value> lower_adaptive_max_pool_backward(Context& ctx, const Args& a) {
   Value g = a[0].as_tensor(), x = a[1].as_tensor(), idx = a[2].as_tensor();
-  return {scatter_at_indices(ctx.b, g, idx, x.shape(), 2)};
+  return {scatter_at_indices(ctx.b, g, idx, x.shape(), n)};
+}
+
+// ---- max_unpool: out.view(planes, -1)[p, indices[p, i]] = self[p, i] into
+// zeros of output_size per plane (the last n dims). The CPU raises for an
+// index outside the plane; here such an update is dropped.
+template <size_t n>
+std::vector<Value> lower_max_unpool(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value x = a[0].as_tensor(), indices = a[1].as_tensor();
+  const char* op = n == 2 ? "max_unpooling2d_forward_out" : "max_unpooling3d_forward_out";
+  Ints size = a[2].as_ints();
+  TPU_CHECK(size.size() == n, ErrorKind::Runtime, "There should be exactly ", n,
+            " elements (depth, height, width) in output_size, but got ", size.size(), " elements.");
+  TPU_CHECK(x.rank() == int64_t(n) + 1 || x.rank() == int64_t(n) + 2, ErrorKind::Runtime, op,
+            ": Input to max_unpooling", n, "d should be a ", n + 1, "d or ", n + 2, "d Tensor");
+  TPU_CHECK(x.shape() == indices.shape(), ErrorKind::Runtime, op,
+            ": Shape of input must match shape of indices");
+  TPU_CHECK(hlo::is_integral(indices.dtype()), ErrorKind::Runtime, op,
+            ": elements in indices should be type int64");
+  int64_t planes = 1, ins = 1, outs = 1;
+  for (int64_t i = 0; i < x.rank(); ++i) (i + int64_t(n) < x.rank() ? planes : ins) *= x.shape()[i];
+  for (int64_t d : size) outs *= d;
+  Shape grid = {planes, ins};
+  Value idx = b.reshape(cast(b, indices, E::I64), grid);
+  Value valid = b.and_(b.compare(idx, b.zeros(E::I64, grid), Compare::GE),
+                       b.compare(idx, b.full(double(outs), E::I64, grid), Compare::LT));
+  Value flat = b.add(b.mul(b.iota(hlo::TensorType{E::I64, grid}, 0), b.full(double(outs), E::I64, grid)), idx);
+  flat = b.select(valid, flat, b.full(double(planes * outs), E::I64, grid));
+  Builder::ScatterDims dims;
+  dims.inserted_window_dims = {0};
+  dims.scatter_dims_to_operand_dims = {0};
+  dims.index_vector_dim = 1;
+  Value r = b.zeros(x.dtype(), {planes * outs});
+  if (planes * ins > 0)
+    r = b.scatter(r, b.reshape(flat, {planes * ins, 1}), b.reshape(x, {planes * ins}), dims,
+                  [](Builder&, const std::vector<Value>& v) { return std::vector<Value>{v[1]}; });
+  Shape shape(x.shape().begin(), x.shape().end() - int64_t(n));
+  shape.insert(shape.end(), size.begin(), size.end());
+  return {b.reshape(r, shape)};
 }
 
 }  // namespace
@@ -402,8 +451,10 @@ TPU_LOWERING("aten::_adaptive_avg_pool2d", lower_adaptive_avg_pool<2>);
 TPU_LOWERING("aten::_adaptive_avg_pool2d_backward", lower_adaptive_avg_pool_backward<2>);
 TPU_LOWERING("aten::_adaptive_avg_pool3d", lower_adaptive_avg_pool<3>);
 TPU_LOWERING("aten::_adaptive_avg_pool3d_backward", lower_adaptive_avg_pool_backward<3>);
-TPU_LOWERING("aten::adaptive_max_pool2d", lower_adaptive_max_pool2d);
-TPU_LOWERING("aten::adaptive_max_pool2d_backward", lower_adaptive_max_pool2d_backward);
+TPU_LOWERING("aten::adaptive_max_pool2d", lower_adaptive_max_pool<2>);
+TPU_LOWERING("aten::adaptive_max_pool2d_backward", lower_adaptive_max_pool_backward<2>);
+TPU_LOWERING("aten::adaptive_max_pool3d", lower_adaptive_max_pool<3>);
+TPU_LOWERING("aten::adaptive_max_pool3d_backward", lower_adaptive_max_pool_backward<3>);
 TPU_LOWERING("aten::avg_pool2d", lower_avg_pool<2>);
 TPU_LOWERING("aten::avg_pool2d_backward", lower_avg_pool_backward<2>);
 TPU_LOWERING("aten::avg_pool3d", lower_avg_pool<3>);
@@ -412,5 +463,7 @@ TPU_LOWERING("aten::max_pool2d_with_indices", lower_max_pool_with_indices<2>);
 TPU_LOWERING("aten::max_pool2d_with_indices_backward", lower_max_pool_with_indices_backward<2>);
 TPU_LOWERING("aten::max_pool3d_with_indices", lower_max_pool_with_indices<3>);
 TPU_LOWERING("aten::max_pool3d_with_indices_backward", lower_max_pool_with_indices_backward<3>);
+TPU_LOWERING("aten::max_unpool2d", lower_max_unpool<2>);
+TPU_LOWERING("aten::max_unpool3d", lower_max_unpool<3>);
 
 }  // namespace torch_tpu::lowering

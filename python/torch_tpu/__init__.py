@@ -44,6 +44,7 @@ torch.utils.generate_methods_for_privateuse1_backend(
 )
 
 from . import _printing  # noqa: E402
+from . import _shutdown  # noqa: E402,F401
 from .eager import (  # noqa: E402
     eager_mode,
     flush,
