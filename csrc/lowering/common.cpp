@@ -233,7 +233,7 @@ std::vector<int64_t> reduction_dims(const Arg& dims_arg, int64_t rank) {
 
 }  // namespace torch_tpu::lowering
 
-// ---- added by the reduction/matmul/normalization/loss/indexing/shape lowerings
+// ---- names of element types in PyTorch's messages
 namespace torch_tpu::lowering {
 const char* scalar_type_name(ElementType t) {
   switch (t) {
@@ -254,5 +254,24 @@ const char* scalar_type_name(ElementType t) {
     case ElementType::U64: return "UInt64";
   }
   return "Undefined";
+}
+
+const char* cpp_type_name(ElementType t) {
+  using E = ElementType;
+  switch (t) {
+    case E::Bool: return "bool";
+    case E::U8: return "unsigned char";
+    case E::I8: return "signed char";
+    case E::I16: return "short int";
+    case E::I32: return "int";
+    case E::I64: return "long int";
+    case E::F16: return "c10::Half";
+    case E::BF16: return "c10::BFloat16";
+    case E::F32: return "float";
+    case E::F64: return "double";
+    case E::C64: return "c10::complex<float>";
+    case E::C128: return "c10::complex<double>";
+    default: return scalar_type_name(t);
+  }
 }
 }  // namespace torch_tpu::lowering

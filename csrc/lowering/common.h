@@ -71,7 +71,8 @@ Value erfc(hlo::Builder& b, Value x);
 namespace torch_tpu::lowering {
 // c10::ScalarType's name ("Float", "Long", "BFloat16"), as PyTorch's error
 // messages spell dtypes.
-const char* scalar_type_name(ElementType t);
+const char* scalar_type_name(ElementType t);  // "Float", "Long" (ScalarType names)
+const char* cpp_type_name(ElementType t);     // "float", "long int" (c10's C++ type names)
 }  // namespace torch_tpu::lowering
 
 // ---- added by the convolution/pooling/upsample/padding lowerings (defined in

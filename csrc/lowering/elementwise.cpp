@@ -19,26 +19,6 @@ using Values = std::vector<Value>;
 
 // ---- small helpers
 
-const char* torch_type_name(E t) {
-  switch (t) {
-    case E::Bool: return "Bool";
-    case E::U8: return "Byte";
-    case E::I8: return "Char";
-    case E::I16: return "Short";
-    case E::I32: return "Int";
-    case E::I64: return "Long";
-    case E::F16: return "Half";
-    case E::BF16: return "BFloat16";
-    case E::F32: return "Float";
-    case E::F64: return "Double";
-    case E::C64: return "ComplexFloat";
-    case E::C128: return "ComplexDouble";
-    case E::U16: return "UInt16";
-    case E::U32: return "UInt32";
-    case E::U64: return "UInt64";
-  }
-  return "?";
-}
 
 // How PyTorch prints a dtype in messages that stream the TypeMeta.
 const char* type_meta_name(E t) {
@@ -189,7 +169,7 @@ Value splat(Builder& b, double v, const Value& like) {
 }
 
 void check_dtype(bool ok, const char* kernel, ElementType t) {
-  if (!ok) fail(ErrorKind::NotImplemented, "\"", kernel, "\" not implemented for '", torch_type_name(t), "'");
+  if (!ok) fail(ErrorKind::NotImplemented, "\"", kernel, "\" not implemented for '", scalar_type_name(t), "'");
 }
 
 Value erf(Builder& b, Value x) { return in_opmath<erf_impl>(b, x); }
@@ -759,7 +739,7 @@ Values lower_where(Context& ctx, const Args& args) {
   if (cond.dtype() == E::U8) cond = b.compare(cond, splat(b, 0, cond), Compare::NE);
   TPU_CHECK(cond.dtype() == E::Bool, ErrorKind::Runtime,
             "where expected condition to be a boolean tensor, but got a tensor with dtype ",
-            torch_type_name(cond.dtype()));
+            scalar_type_name(cond.dtype()));
   E t = result_type(ctx, {&args.at(1), &args.at(2)});
   Values v = promoted(ctx, {&args.at(1), &args.at(2)}, t);
   Shape shape = broadcast_shapes(cond.shape(), v[0].shape());

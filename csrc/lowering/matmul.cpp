@@ -13,24 +13,6 @@ using hlo::Compare;
 using E = ElementType;
 using Dims = std::vector<int64_t>;
 
-// c10's names for scalar types, which PyTorch's matmul messages use.
-const char* c10_name(E t) {
-  switch (t) {
-    case E::Bool: return "bool";
-    case E::U8: return "unsigned char";
-    case E::I8: return "signed char";
-    case E::I16: return "short int";
-    case E::I32: return "int";
-    case E::I64: return "long int";
-    case E::F16: return "c10::Half";
-    case E::BF16: return "c10::BFloat16";
-    case E::F32: return "float";
-    case E::F64: return "double";
-    case E::C64: return "c10::complex<float>";
-    case E::C128: return "c10::complex<double>";
-    default: return hlo::short_name(t);
-  }
-}
 
 std::string dims_str(const Shape& s) {
   std::string out;
@@ -44,8 +26,8 @@ void check_rank(const Value& v, int64_t rank, const char* what) {
 
 void check_same_dtype(const Value& a, const Value& b) {
   TPU_CHECK(a.dtype() == b.dtype(), ErrorKind::Runtime,
-            "expected m1 and m2 to have the same dtype, but got: ", c10_name(a.dtype()), " != ",
-            c10_name(b.dtype()));
+            "expected m1 and m2 to have the same dtype, but got: ", cpp_type_name(a.dtype()), " != ",
+            cpp_type_name(b.dtype()));
   TPU_CHECK(a.dtype() != E::Bool, ErrorKind::NotImplemented,
             "\"addmm_impl_cpu_\" not implemented for 'Bool'");
 }

@@ -24,22 +24,6 @@ Dims iota_dims(int64_t n) {
   return d;
 }
 
-// The C++ type name c10 prints in some messages ("long int", "float").
-const char* cpp_type_name(E t) {
-  switch (t) {
-    case E::Bool: return "bool";
-    case E::U8: return "unsigned char";
-    case E::I8: return "signed char";
-    case E::I16: return "short int";
-    case E::I32: return "int";
-    case E::I64: return "long int";
-    case E::F16: return "c10::Half";
-    case E::BF16: return "c10::BFloat16";
-    case E::F32: return "float";
-    case E::F64: return "double";
-    default: return scalar_type_name(t);
-  }
-}
 
 // A rank-1 i64 constant.
 Value i64_array(Builder& b, const std::vector<int64_t>& v) {
