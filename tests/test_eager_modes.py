@@ -132,15 +132,30 @@ def test_training_loop_graphs_recur_and_hit_the_cache(defer):
 
 def test_repeated_sequence_is_cut_where_it_was_before(defer):
     x = torch.ones(4).to("tpu")
-    for _ in range(3):
-        x = x * 2
-    x.cpu()  # graph of three muls flushed
+    for _ in range(10):
+        x = x * 1.5
+    x.cpu()  # a graph of ten muls flushed
     before = counters()["flush.repeat"]
-    for _ in range(3):
-        x = x * 2
-    # the same three ops again: cut without waiting for a value to leave
+    for _ in range(10):
+        x = x * 1.5
+    # the same ten ops again: cut without waiting for a value to leave
     assert counters()["flush.repeat"] == before + 1
-    torch.testing.assert_close(x.cpu(), torch.full((4,), 64.0))
+    torch.testing.assert_close(x.cpu(), torch.full((4,), 1.5 ** 20))
+
+
+def test_short_graphs_do_not_cut_later_ones(defer):
+    # Graphs under eight ops (and strict mode's one-op graphs) are not
+    # remembered: a later graph starting with the same op must not be cut.
+    y = torch.ones(4).to("tpu")
+    (y * 3).cpu()
+    with torch_tpu.eager_mode("strict"):
+        (y * 3).cpu()
+    before = counters()["flush.repeat"]
+    z = y
+    for _ in range(5):
+        z = z * 3
+    assert counters()["flush.repeat"] == before
+    torch.testing.assert_close(z.cpu(), torch.full((4,), 243.0))
 
 
 def test_failed_flush_poisons_only_its_graph(defer):
@@ -264,3 +279,28 @@ def test_cache_is_bounded(tmp_path):
     assert r.returncode == 0, r.stderr
     total = sum(f.stat().st_size for f in (tmp_path / "cache").glob("*.exe"))
     assert total <= 200000
+
+
+@pytest.mark.parametrize("expr,op", [
+    ("torch.index_select(x, 0, torch.tensor([0, 7]).to('tpu'))", "aten::index_select"),
+    ("torch.gather(x, 1, torch.tensor([[0], [9], [1]]).to('tpu'))", "aten::gather"),
+    ("torch.nn.functional.embedding(torch.tensor([1, 5]).to('tpu'), x)", "aten::embedding"),
+    ("x.index_put_((torch.tensor([4]).to('tpu'),), torch.tensor(1.0).to('tpu'))", "aten::index_put_"),
+    ("x[torch.tensor([0, -5]).to('tpu')]", "aten::index.Tensor"),
+])
+def test_debug_mode_raises_index_error_naming_the_op(expr, op):
+    code = f"""
+        import torch, torch_tpu
+        x = torch.randn(3, 4).to("tpu")
+        try:
+            {expr}
+        except IndexError as e:
+            print("IndexError:", e)
+        else:
+            print("no error")
+    """
+    debug = run_python(code, TPU_LAUNCH_BLOCKING="1")
+    assert debug.returncode == 0, debug.stderr
+    assert debug.stdout.startswith("IndexError:") and op in debug.stdout, debug.stdout
+    strict = run_python(code)  # the device clamps or drops: no error outside debug mode
+    assert strict.stdout.strip() == "no error", strict.stdout + strict.stderr

@@ -18,6 +18,7 @@
 
 #include "aten/debug_compare.h"
 #include "aten/generator.h"
+#include "aten/index_check.h"
 #include "aten/tensor_bridge.h"
 #include "common/env.h"
 #include "lowering/registry.h"
@@ -480,7 +481,9 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
         at::assert_no_partial_overlap(dst, values[i].toTensor());
     }
   }
-  const bool compare = env().debug_compare_cpu && runtime::eager_mode() == runtime::EagerMode::Debug;
+  const bool debug = runtime::eager_mode() == runtime::EagerMode::Debug;
+  if (debug) check_indices(schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name()), values);
+  const bool compare = env().debug_compare_cpu && debug;
   std::vector<c10::IValue> host_args;
   if (compare) host_args = host_copies(values);
   auto outputs = translate_errors([&] { return runtime::run_op(call); });

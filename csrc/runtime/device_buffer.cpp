@@ -19,6 +19,7 @@ std::unique_ptr<pjrt::Buffer> run_zeros(const hlo::TensorType& type, int device)
   std::shared_ptr<pjrt::Executable> exe;
   {
     std::lock_guard<std::mutex> lock(mu);
+    if (programs.size() >= 256) programs.clear();  // bounded: each holds mapped code
     auto& slot = programs[type.str() + "@" + std::to_string(device)];
     if (!slot) {
       hlo::Builder b;

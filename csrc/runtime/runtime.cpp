@@ -56,12 +56,25 @@ std::shared_ptr<CompiledProgram> Runtime::lookup(const std::string& key) {
     return nullptr;
   }
   ++counters_["hits"];
-  return it->second;
+  lru_.splice(lru_.begin(), lru_, it->second.age);
+  return it->second.program;
 }
 
 void Runtime::insert(const std::string& key, std::shared_ptr<CompiledProgram> program) {
   std::lock_guard<std::mutex> lock(mu_);
-  cache_[key] = std::move(program);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) {
+    it->second.program = std::move(program);
+    lru_.splice(lru_.begin(), lru_, it->second.age);
+    return;
+  }
+  lru_.push_front(key);
+  cache_.emplace(key, Entry{std::move(program), lru_.begin()});
+  while (cache_.size() > kMaxPrograms) {
+    cache_.erase(lru_.back());
+    lru_.pop_back();
+    ++counters_["evicted"];
+  }
 }
 
 std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir,

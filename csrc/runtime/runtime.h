@@ -2,6 +2,7 @@
 // first use, and the in-memory executable cache.
 #pragma once
 
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,7 +32,12 @@ class Runtime {
   int device_count() const { return client_->device_count(); }
   void check_device(int device) const;
 
-  // The in-memory program cache, keyed by graph keys (runtime/graph.h).
+  // The in-memory program cache, keyed by graph keys (runtime/graph.h). It
+  // keeps the most recently used kMaxPrograms: every loaded executable maps
+  // memory (about three mappings each on the CPU plugin), and a process may
+  // hold only so many mappings (vm.max_map_count). Evicted programs come
+  // back from the persistent cache.
+  static constexpr size_t kMaxPrograms = 4096;
   std::shared_ptr<CompiledProgram> lookup(const std::string& key);
   void insert(const std::string& key, std::shared_ptr<CompiledProgram> program);
   // Compiles `mlir` for `device`, or loads it from the persistent cache
@@ -62,7 +68,12 @@ class Runtime {
 
   std::unique_ptr<pjrt::Client> client_;
   mutable std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<CompiledProgram>> cache_;
+  struct Entry {
+    std::shared_ptr<CompiledProgram> program;
+    std::list<std::string>::iterator age;  // position in lru_
+  };
+  std::unordered_map<std::string, Entry> cache_;
+  std::list<std::string> lru_;  // most recently used first
   std::map<std::string, int64_t> counters_;
   std::weak_ptr<class DeviceBuffer> newest_;
   std::string injected_failure_;
