@@ -564,10 +564,13 @@ void register_lowered_ops(torch::Library& lib) {
     if (route_of(*op).lowering == nullptr) continue;
     // Kernels written by hand in aten/ (copy_, views) take precedence.
     if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
-    // A CompositeImplicitAutograd op gets its gradient from its
-    // decomposition; a backend kernel would replace that (losing the
-    // gradient). Its out= and in-place forms are still ours.
-    if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) continue;
+    // An op whose gradient comes only from its CompositeImplicitAutograd
+    // decomposition (no autograd kernel of its own: conj_physical, the .vec
+    // upsamplers) would lose that gradient to a backend kernel. Its out= and
+    // in-place forms are still ours.
+    if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
+        !op->hasKernelForDispatchKey(c10::DispatchKey::Autograd))
+      continue;
     static std::deque<std::string> names;  // the library may keep the pointer
     names.push_back(full_name(name).substr(6));
     lib.impl(names.back().c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_op_kernel>());
