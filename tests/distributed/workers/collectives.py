@@ -106,7 +106,10 @@ def check(label, fn, dtype=None):
         return
     try:
         ok = fn()
-        results[label] = "ok" if ok in (True, None) else f"mismatch: {ok}"
+        if isinstance(ok, str) and ok.startswith("skip:"):
+            results[label] = ok
+        else:
+            results[label] = "ok" if ok in (True, None) else f"mismatch: {ok}"
     except Exception:
         results[label] = traceback.format_exc(limit=3)
 
@@ -161,7 +164,15 @@ def both(make_args, call, outputs):
     tpu_args = make_args(dev)
     cpu_args = make_args(torch.device("cpu"))
     call(*tpu_args)
-    call(*cpu_args)
+    try:
+        call(*cpu_args)
+    except RuntimeError as e:
+        # Gloo's own CPU gather sometimes rejects complex128 ("Invalid scalar
+        # type"): then there is no reference to compare with.
+        if "Invalid scalar type" in str(e) and any(
+                t.is_complex() for t in (cpu_args[0] if isinstance(cpu_args[0], list) else [cpu_args[0]])):
+            return "skip: Gloo rejected the complex CPU reference (Invalid scalar type)"
+        raise
     for i in outputs:
         a, b = tpu_args[i], cpu_args[i]
         pairs = zip(a, b) if isinstance(a, list) else [(a, b)]
