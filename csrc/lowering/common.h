@@ -60,6 +60,16 @@ Value splat(hlo::Builder& b, double v, const Value& like);
 // NotImplementedError `"<kernel>" not implemented for '<Type>'` (PyTorch's
 // wording and type names) unless `ok`.
 void check_dtype(bool ok, const char* kernel, ElementType t);
+
+// Float functions of one tensor: integer and bool inputs compute in the
+// default float type; half types compute in f32 and round once, as PyTorch's
+// CPU kernels do.
+template <Value (*F)(hlo::Builder&, Value)>
+std::vector<Value> float_unary(Context& ctx, const Args& args) {
+  Value x = args.at(0).as_tensor();
+  ElementType t = to_float(ctx, x.dtype());
+  return {cast(ctx.b, F(ctx.b, cast(ctx.b, x, opmath(t))), t)};
+}
 // erf and erfc of a float value, accurate to its type (StableHLO has no erf;
 // half types compute in f32).
 Value erf(hlo::Builder& b, Value x);

@@ -299,15 +299,6 @@ Value asinh_(Builder& b, Value x) { return real_or_complex<asinh_impl, casinh>(b
 Value acosh_(Builder& b, Value x) { return real_or_complex<acosh_impl, cacosh>(b, x); }
 Value atanh_(Builder& b, Value x) { return real_or_complex<atanh_impl, catanh>(b, x); }
 
-// Float functions: integer and bool inputs compute in the default float type;
-// half types compute in f32 and round once, as PyTorch's CPU kernels do.
-template <Value (*F)(Builder&, Value)>
-Values float_unary(Context& ctx, const Args& args) {
-  Value x = self_of(args);
-  E t = to_float(ctx, x.dtype());
-  return {cast(ctx.b, F(ctx.b, cast(ctx.b, x, opmath(t))), t)};
-}
-
 constexpr char kCeil[] = "ceil";
 constexpr char kFloor[] = "floor";
 constexpr char kRound[] = "round";
@@ -891,8 +882,8 @@ TPU_LOWERING("aten::acosh", float_unary<acosh_>);
 TPU_LOWERING("aten::add.Scalar", lower_add);
 TPU_LOWERING("aten::add.Tensor", lower_add);
 TPU_LOWERING("aten::addcdiv", lower_addcdiv);
-TPU_LOWERING("aten::angle", lower_angle);
 TPU_LOWERING("aten::addcmul", lower_addcmul);
+TPU_LOWERING("aten::angle", lower_angle);
 TPU_LOWERING("aten::asin", float_unary<asin_>);
 TPU_LOWERING("aten::asinh", float_unary<asinh_>);
 TPU_LOWERING("aten::atan", float_unary<atan_>);

@@ -356,18 +356,15 @@ Value ndtri_impl(Builder& b, Value y0) {
 
 // ---- drivers
 
-// Float functions: integer and bool inputs compute in the default float type;
-// half types compute in float and round once.
+// float_unary (lowering/common.h) for functions PyTorch has no complex kernel of.
 template <Value (*F)(Builder&, Value)>
-Values float_unary(Context& ctx, const Args& args) {
-  Builder& b = ctx.b;
-  Value x = args.at(0).as_tensor();
-  E t = to_float(ctx, x.dtype());
-  check_dtype(!hlo::is_complex(t), "special function", t);
-  return {cast(b, F(b, cast(b, x, opmath(t))), t)};
+Values real_unary(Context& ctx, const Args& args) {
+  check_dtype(!hlo::is_complex(args.at(0).as_tensor().dtype()), "special function",
+              args.at(0).as_tensor().dtype());
+  return float_unary<F>(ctx, args);
 }
 
-// Like float_unary, for kernels PyTorch only has for float and double.
+// Like real_unary, for kernels PyTorch only has for float and double.
 template <Value (*F)(Builder&, Value), const char* Kernel>
 Values float_double_unary(Context& ctx, const Args& args) {
   Value x = args.at(0).as_tensor();
@@ -561,25 +558,25 @@ Values lower_gcd(Context& ctx, const Args& args) {
 
 }  // namespace
 
-TPU_LOWERING("aten::digamma", float_unary<digamma_impl>);
+TPU_LOWERING("aten::digamma", real_unary<digamma_impl>);
 TPU_LOWERING("aten::fmax", lower_fminmax<true>);
 TPU_LOWERING("aten::fmin", lower_fminmax<false>);
 TPU_LOWERING("aten::gcd", lower_gcd<false>);
 TPU_LOWERING("aten::heaviside", lower_heaviside);
-TPU_LOWERING("aten::i0", float_unary<i0_impl>);
+TPU_LOWERING("aten::i0", real_unary<i0_impl>);
 TPU_LOWERING("aten::lcm", lower_gcd<true>);
-TPU_LOWERING("aten::lgamma", float_unary<lgamma_impl>);
+TPU_LOWERING("aten::lgamma", real_unary<lgamma_impl>);
 TPU_LOWERING("aten::logaddexp2", lower_logaddexp2);
 TPU_LOWERING("aten::logit", lower_logit);
 TPU_LOWERING("aten::logit_backward", lower_logit_backward);
 TPU_LOWERING("aten::nextafter", lower_nextafter);
 TPU_LOWERING("aten::polygamma", lower_polygamma);
-TPU_LOWERING("aten::sinc", float_unary<sinc_impl>);
-TPU_LOWERING("aten::special_entr", float_unary<entr_impl>);
+TPU_LOWERING("aten::sinc", real_unary<sinc_impl>);
+TPU_LOWERING("aten::special_entr", real_unary<entr_impl>);
 TPU_LOWERING("aten::special_erfcx", float_double_unary<erfcx_impl, kErfcx>);
-TPU_LOWERING("aten::special_i0e", float_unary<i0e_impl>);
-TPU_LOWERING("aten::special_i1", float_unary<i1_impl>);
-TPU_LOWERING("aten::special_i1e", float_unary<i1e_impl>);
+TPU_LOWERING("aten::special_i0e", real_unary<i0e_impl>);
+TPU_LOWERING("aten::special_i1", real_unary<i1_impl>);
+TPU_LOWERING("aten::special_i1e", real_unary<i1e_impl>);
 TPU_LOWERING("aten::special_log_ndtr", float_double_unary<log_ndtr_impl, kLogNdtr>);
 TPU_LOWERING("aten::special_ndtri", float_double_unary<ndtri_impl, kNdtri>);
 TPU_LOWERING("aten::special_xlog1py", lower_xlog1py);
