@@ -3,9 +3,9 @@
 //
 // Values are SSA numbers that are unique across the whole module, so a value
 // may be used inside any region nested below where it was made. Regions
-// (reduce, sort, scatter, select_and_scatter, while, case) are built by
-// callbacks that receive the region's block arguments and return the values
-// the region yields.
+// (reduce, sort, scatter, select_and_scatter, while, case, all_reduce,
+// reduce_scatter) are built by callbacks that receive the region's block
+// arguments and return the values the region yields.
 #pragma once
 
 #include <functional>
@@ -171,6 +171,30 @@ class Builder {
                 const RegionFn& update);
 
   Value rng_bit_generator(Value state, const TensorType& result, Value* new_state);  // PHILOX
+
+  // ---- collectives across the replicas of one program (hlo/collectives.cpp)
+  // `groups` lists replica ids; replicas in one group communicate, and every
+  // group has the same size. A positive `channel` adds a channel_handle (kept
+  // for plugins that want one); without it the ops run in cross-replica mode.
+  using ReplicaGroups = std::vector<std::vector<int64_t>>;
+  // The combiner receives (a, b) as rank-0 values and returns one value.
+  Value all_reduce(Value a, const ReplicaGroups& groups, const RegionFn& combine,
+                   int64_t channel = 0);
+  // Dimension `dim` is split into group-size pieces; replica k of a group
+  // keeps the combination of everyone's k-th piece.
+  Value reduce_scatter(Value a, int64_t dim, const ReplicaGroups& groups, const RegionFn& combine,
+                       int64_t channel = 0);
+  // Concatenates the group's operands along `dim`, in group order.
+  Value all_gather(Value a, int64_t dim, const ReplicaGroups& groups, int64_t channel = 0);
+  // Splits `split_dim` into group-size pieces, sends piece k to the group's
+  // k-th replica, and concatenates what arrives along `concat_dim`.
+  Value all_to_all(Value a, int64_t split_dim, int64_t concat_dim, const ReplicaGroups& groups,
+                   int64_t channel = 0);
+  // Each (source, target) pair sends the source's operand to the target;
+  // replicas that are no target receive zeros.
+  Value collective_permute(Value a, const std::vector<std::pair<int64_t, int64_t>>& pairs,
+                           int64_t channel = 0);
+  Value replica_id();  // -> tensor<ui32>
 
   // Emit any op: `attrs` is the text inside `{...}` (may be empty).
   Value op(const std::string& name, const std::vector<Value>& operands, const TensorType& result,
