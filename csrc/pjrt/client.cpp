@@ -49,19 +49,21 @@ void put_int(std::string& out, int field, uint64_t v) {
   put_varint(out, v);
 }
 
-// CompileOptionsProto { executable_build_options (3) { num_replicas (4) = 1,
-// num_partitions (5) = 1, device_assignment (9) { replica_count (1) = 1,
+// CompileOptionsProto { executable_build_options (3) { num_replicas (4) = R,
+// num_partitions (5) = 1, device_assignment (9) { replica_count (1) = R,
 // computation_count (2) = 1, computation_devices (3) { replica_device_ids
-// (1) = [device id] } } } }, encoded by hand so that we need no protobuf.
-// Empty options make the CPU plugin abort; without the assignment every
-// program would be placed on the first device.
-std::string compile_options(int64_t device_id) {
+// (1) = [one device id per replica] } } } }, encoded by hand so that we need
+// no protobuf. Empty options make the CPU plugin abort; without the
+// assignment every program would be placed on the first device.
+std::string compile_options(const std::vector<int64_t>& replica_device_ids) {
+  const uint64_t replicas = replica_device_ids.size();
   std::string computation_device, assignment, build, options;
-  put_int(computation_device, 1, static_cast<uint64_t>(device_id));
-  put_int(assignment, 1, 1);
+  for (int64_t id : replica_device_ids)
+    put_int(computation_device, 1, static_cast<uint64_t>(id));  // repeated, unpacked
+  put_int(assignment, 1, replicas);
   put_int(assignment, 2, 1);
   put_message(assignment, 3, computation_device);
-  put_int(build, 4, 1);
+  put_int(build, 4, replicas);
   put_int(build, 5, 1);
   put_message(build, 9, assignment);
   put_message(options, 3, build);
@@ -147,8 +149,13 @@ bool Buffer::is_deleted() const {
 // ---------------------------------------------------------------- Executable
 
 Executable::Executable(const Api* api, PJRT_LoadedExecutable* exe,
-                       std::vector<hlo::TensorType> outputs, std::vector<PJRT_Device*> devices)
-    : api_(api), exe_(exe), outputs_(std::move(outputs)), devices_(std::move(devices)) {}
+                       std::vector<hlo::TensorType> outputs, std::vector<PJRT_Device*> devices,
+                       int num_replicas)
+    : api_(api),
+      exe_(exe),
+      outputs_(std::move(outputs)),
+      devices_(std::move(devices)),
+      replicas_(num_replicas) {}
 
 Executable::~Executable() {
   PJRT_LoadedExecutable_Destroy_Args args{};
@@ -162,6 +169,8 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(const std::vector<const
                                                          int device_index) const {
   TPU_CHECK(device_index >= 0 && device_index < static_cast<int>(devices_.size()),
             ErrorKind::Runtime, "invalid device index ", device_index);
+  TPU_CHECK(replicas_ == 1, ErrorKind::Runtime, "an executable compiled for ", replicas_,
+            " replicas is launched with execute_replicated");
   std::vector<PJRT_Buffer*> raw_args(args.size());
   std::vector<int64_t> keep;  // PJRT donates every aliased input not listed here
   for (size_t i = 0; i < args.size(); ++i) {
@@ -195,6 +204,50 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(const std::vector<const
   return result;
 }
 
+std::vector<std::vector<std::unique_ptr<Buffer>>> Executable::execute_replicated(
+    const std::vector<std::vector<const Buffer*>>& args) const {
+  TPU_CHECK(static_cast<int>(args.size()) == replicas_, ErrorKind::Runtime, "expected ",
+            replicas_, " argument lists (one per replica), got ", args.size());
+  const size_t num_args = args.empty() ? 0 : args[0].size();
+  std::vector<std::vector<PJRT_Buffer*>> raw_args(args.size());
+  std::vector<PJRT_Buffer* const*> arg_lists(args.size());
+  for (size_t r = 0; r < args.size(); ++r) {
+    TPU_CHECK(args[r].size() == num_args, ErrorKind::Runtime, "replica ", r, " has ",
+              args[r].size(), " arguments, replica 0 has ", num_args);
+    for (const Buffer* b : args[r]) raw_args[r].push_back(b->raw());
+    arg_lists[r] = raw_args[r].data();
+  }
+  std::vector<int64_t> keep(num_args);
+  for (size_t i = 0; i < num_args; ++i) keep[i] = static_cast<int64_t>(i);
+  PJRT_ExecuteOptions options{};
+  options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+  options.non_donatable_input_indices = keep.data();
+  options.num_non_donatable_input_indices = keep.size();
+
+  std::vector<std::vector<PJRT_Buffer*>> raw_out(args.size(),
+                                                 std::vector<PJRT_Buffer*>(outputs_.size()));
+  std::vector<PJRT_Buffer**> out_lists(args.size());
+  for (size_t r = 0; r < args.size(); ++r) out_lists[r] = raw_out[r].data();
+
+  // No execute_device: the plugin launches replica r on the device the
+  // compile-time device assignment gave it.
+  PJRT_LoadedExecutable_Execute_Args ex{};
+  ex.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
+  ex.executable = exe_;
+  ex.options = &options;
+  ex.argument_lists = arg_lists.data();
+  ex.num_devices = args.size();
+  ex.num_args = num_args;
+  ex.output_lists = out_lists.data();
+  check(api_, api_->PJRT_LoadedExecutable_Execute(&ex), "LoadedExecutable_Execute");
+
+  std::vector<std::vector<std::unique_ptr<Buffer>>> result(args.size());
+  for (size_t r = 0; r < args.size(); ++r)
+    for (size_t i = 0; i < outputs_.size(); ++i)
+      result[r].push_back(std::make_unique<Buffer>(api_, raw_out[r][i], outputs_[i]));
+  return result;
+}
+
 std::string Executable::serialize() const {
   PJRT_LoadedExecutable_GetExecutable_Args get{};
   get.struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE;
@@ -220,10 +273,23 @@ std::string Executable::serialize() const {
 
 // ---------------------------------------------------------------- Client
 
-Client::Client(std::shared_ptr<Plugin> plugin) : plugin_(std::move(plugin)) {
+Client::Client(std::shared_ptr<Plugin> plugin, const CreateOptions& options)
+    : plugin_(std::move(plugin)) {
   const Api* api = plugin_->api();
+  std::vector<PJRT_NamedValue> named(options.int64s.size());
+  for (size_t i = 0; i < named.size(); ++i) {
+    PJRT_NamedValue& v = named[i];
+    v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
+    v.name = options.int64s[i].first.data();
+    v.name_size = options.int64s[i].first.size();
+    v.type = PJRT_NamedValue_kInt64;
+    v.int64_value = options.int64s[i].second;
+    v.value_size = 1;
+  }
   PJRT_Client_Create_Args create{};
   create.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
+  create.create_options = named.empty() ? nullptr : named.data();
+  create.num_options = named.size();
   check(api, api->PJRT_Client_Create(&create), "Client_Create");
   client_ = create.client;
 
@@ -293,7 +359,25 @@ std::unique_ptr<Executable> Client::compile(const std::string& mlir,
                                             int device_index) const {
   TPU_CHECK(device_index >= 0 && device_index < device_count(), ErrorKind::Runtime,
             "invalid device index ", device_index);
-  const std::string options = compile_options(device_info(device_index).id);
+  return compile_with(mlir, std::move(output_types), {device_index});
+}
+
+std::unique_ptr<Executable> Client::compile_replicated(const std::string& mlir,
+                                                       std::vector<hlo::TensorType> output_types,
+                                                       int num_replicas) const {
+  TPU_CHECK(num_replicas >= 1 && num_replicas <= device_count(), ErrorKind::Runtime, "cannot place ",
+            num_replicas, " replicas on ", device_count(), " addressable device(s)");
+  std::vector<int> devices(num_replicas);
+  for (int r = 0; r < num_replicas; ++r) devices[r] = r;
+  return compile_with(mlir, std::move(output_types), devices);
+}
+
+std::unique_ptr<Executable> Client::compile_with(const std::string& mlir,
+                                                 std::vector<hlo::TensorType> output_types,
+                                                 const std::vector<int>& replica_devices) const {
+  std::vector<int64_t> ids;
+  for (int d : replica_devices) ids.push_back(device_info(d).id);
+  const std::string options = compile_options(ids);
   static const char kFormat[] = "mlir";
   PJRT_Program program{};
   program.struct_size = PJRT_Program_STRUCT_SIZE;
@@ -310,7 +394,7 @@ std::unique_ptr<Executable> Client::compile(const std::string& mlir,
   args.compile_options_size = options.size();
   check(plugin_->api(), plugin_->api()->PJRT_Client_Compile(&args), "Client_Compile");
   return std::make_unique<Executable>(plugin_->api(), args.executable, std::move(output_types),
-                                      devices_);
+                                      devices_, static_cast<int>(replica_devices.size()));
 }
 
 std::unique_ptr<Executable> Client::deserialize(const std::string& bytes,

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hlo/types.h"
@@ -55,7 +56,7 @@ class Buffer {
 class Executable {
  public:
   Executable(const Api* api, PJRT_LoadedExecutable* exe, std::vector<hlo::TensorType> outputs,
-             std::vector<PJRT_Device*> devices);
+             std::vector<PJRT_Device*> devices, int num_replicas = 1);
   ~Executable();
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
@@ -67,6 +68,14 @@ class Executable {
   std::vector<std::unique_ptr<Buffer>> execute(const std::vector<const Buffer*>& args,
                                                const std::vector<bool>& donated = {},
                                                int device_index = 0) const;
+  // Launches a replicated executable (Client::compile_replicated) on all its
+  // replicas in one call, which in-process collectives need: every
+  // participant must be launched together. `args[r]` are replica r's
+  // arguments, living on addressable device r. Returns each replica's
+  // outputs. Nothing is donated.
+  std::vector<std::vector<std::unique_ptr<Buffer>>> execute_replicated(
+      const std::vector<std::vector<const Buffer*>>& args) const;
+  int num_replicas() const { return replicas_; }
   // PJRT executable serialization (for the disk cache).
   std::string serialize() const;
   const std::vector<hlo::TensorType>& output_types() const { return outputs_; }
@@ -76,6 +85,7 @@ class Executable {
   PJRT_LoadedExecutable* exe_;
   std::vector<hlo::TensorType> outputs_;
   std::vector<PJRT_Device*> devices_;  // the client's addressable devices
+  int replicas_;
 };
 
 struct DeviceInfo {
@@ -84,9 +94,16 @@ struct DeviceInfo {
   std::string debug_string;
 };
 
+// Platform-specific options of PJRT_Client_Create, e.g. the CPU plugin's
+// {"cpu_device_count", N}. Empty means the plugin's defaults, which is how the
+// runtime creates its client.
+struct CreateOptions {
+  std::vector<std::pair<std::string, int64_t>> int64s;
+};
+
 class Client {
  public:
-  explicit Client(std::shared_ptr<Plugin> plugin);
+  explicit Client(std::shared_ptr<Plugin> plugin, const CreateOptions& options = {});
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -103,6 +120,12 @@ class Client {
   std::unique_ptr<Executable> compile(const std::string& mlir,
                                       std::vector<hlo::TensorType> output_types,
                                       int device_index = 0) const;
+  // Compiles MLIR text for `num_replicas` replicas (one partition), replica r
+  // placed on addressable device r; collectives in the program then run
+  // among those devices. Launch it with Executable::execute_replicated.
+  std::unique_ptr<Executable> compile_replicated(const std::string& mlir,
+                                                 std::vector<hlo::TensorType> output_types,
+                                                 int num_replicas) const;
   std::unique_ptr<Executable> deserialize(const std::string& bytes,
                                           std::vector<hlo::TensorType> output_types) const;
   // Copies `type.nbytes()` bytes of row-major host data into a new device
@@ -111,6 +134,11 @@ class Client {
                                     int device_index = 0) const;
 
  private:
+  // Compiles with replica r on addressable device replica_devices[r].
+  std::unique_ptr<Executable> compile_with(const std::string& mlir,
+                                           std::vector<hlo::TensorType> output_types,
+                                           const std::vector<int>& replica_devices) const;
+
   std::shared_ptr<Plugin> plugin_;
   PJRT_Client* client_ = nullptr;
   std::vector<PJRT_Device*> devices_;       // addressable

@@ -1,9 +1,10 @@
 // The PJRT layer against the CPU plugin: loading and its errors, discovery,
 // buffers to and from the host, compile and execute, donation,
-// serialization.
+// serialization, client create options and replicated execution.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <set>
 #include <vector>
 
 #include "common/error.h"
@@ -152,6 +153,59 @@ TEST(Executable, SerializesAndDeserializes) {
   std::vector<float> host{10, 20, 30};
   auto in = client().from_host(host.data(), kVec3);
   EXPECT_EQ(read(*again->execute({in.get()})[0]), (std::vector<float>{11, 21, 31}));
+}
+
+// Each replica adds its replica id to its own argument, so the result shows
+// both which arguments and which replica index each device got.
+const char kAddReplicaId[] = R"(module @t {
+  func.func public @main(%a: tensor<2xui32>) -> (tensor<2xui32>) {
+    %id = "stablehlo.replica_id"() : () -> tensor<ui32>
+    %b = "stablehlo.broadcast_in_dim"(%id) {broadcast_dimensions = array<i64>} : (tensor<ui32>) -> tensor<2xui32>
+    %r = "stablehlo.add"(%a, %b) : (tensor<2xui32>, tensor<2xui32>) -> tensor<2xui32>
+    "func.return"(%r) : (tensor<2xui32>) -> ()
+  }
+})";
+
+Client& three_device_client() {
+  static Client* c = new Client(Plugin::load(PluginChoice{testing::plugin_path(), "test"}),
+                                CreateOptions{{{"cpu_device_count", 3}}});
+  return *c;
+}
+
+TEST(Client, CreateOptionsReachThePlugin) {
+  Client& c = three_device_client();
+  EXPECT_EQ(c.device_count(), 3);
+  std::set<int> ids;
+  for (int d = 0; d < 3; ++d) ids.insert(c.device_info(d).id);
+  EXPECT_EQ(ids.size(), 3u);
+}
+
+TEST(Executable, ReplicatedRunsEveryReplicaOnItsDevice) {
+  Client& c = three_device_client();
+  const hlo::TensorType vec2{ElementType::U32, {2}};
+  auto exe = c.compile_replicated(kAddReplicaId, {vec2}, 3);
+  EXPECT_EQ(exe->num_replicas(), 3);
+  std::vector<std::unique_ptr<Buffer>> ins;
+  std::vector<std::vector<const Buffer*>> args;
+  for (uint32_t r = 0; r < 3; ++r) {
+    std::vector<uint32_t> host{100 * r, 100 * r + 1};
+    ins.push_back(c.from_host(host.data(), vec2, static_cast<int>(r)));
+    args.push_back({ins.back().get()});
+  }
+  auto outs = exe->execute_replicated(args);
+  ASSERT_EQ(outs.size(), 3u);
+  for (uint32_t r = 0; r < 3; ++r) {
+    std::vector<uint32_t> got(2);
+    outs[r][0]->to_host(got.data());
+    EXPECT_EQ(got, (std::vector<uint32_t>{101 * r, 101 * r + 1})) << "replica " << r;
+  }
+  // The single-device launch and a wrong number of argument lists are refused.
+  EXPECT_THROW(exe->execute({ins[0].get()}), Error);
+  EXPECT_THROW(exe->execute_replicated({args[0]}), Error);
+}
+
+TEST(Executable, MoreReplicasThanDevicesIsAnError) {
+  EXPECT_THROW(three_device_client().compile_replicated(kAddOne, {kVec3}, 4), Error);
 }
 
 }  // namespace
