@@ -81,9 +81,10 @@ Value (Builder::*combiner(ReduceOp op, ElementType dtype, const char* collective
   }
 }
 
-// Whether the combiner is one XLA's collectives implement on every plugin:
-// add, multiply, min, max (and, on bool, and/or). The CPU plugin refuses any
-// other reduction computation ("Unsupported reduction computation").
+// Whether XLA recognizes the combiner as a reduction kind: add, multiply,
+// min, max, and and/or on bool. The CPU plugin refuses any other reduction
+// computation ("Unsupported reduction computation"), so those are built from
+// data movement instead, which every plugin runs.
 bool native_combiner(Value (Builder::*combine)(Value, Value), ElementType dtype) {
   if (combine == &Builder::and_ || combine == &Builder::or_) return dtype == ElementType::Bool;
   return combine != &Builder::xor_;

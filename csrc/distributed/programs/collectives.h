@@ -5,8 +5,9 @@
 // collective_path.h says when the path runs, and the C++ tests run every
 // program on a multi-device CPU client.
 //
-// Torch-free (it sits below aten/ like hlo/ and pjrt/), so the reduce ops are
-// our own enum; the c10d mapping lives with the process group.
+// Torch-free (it sits below aten/ like hlo/ and pjrt/, see CMakeLists.txt),
+// so the reduce ops are our own enum; c10d's ReduceOp maps onto it one to
+// one where the process group uses these programs.
 #pragma once
 
 #include <string>

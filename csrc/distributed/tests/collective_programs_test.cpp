@@ -245,7 +245,7 @@ void check_all_reduce(ReduceOp op, ET t, int world) {
   }
 }
 
-TEST(AllReduce, ArithmeticOnFloatAndIntegerTypes) {
+TEST(AllReduceProgram, ArithmeticOnFloatAndIntegerTypes) {
   for (int world : kWorlds)
     for (ReduceOp op : kArithmetic) {
       for (ET t : kFloatTypes) check_all_reduce(op, t, world);
@@ -253,23 +253,23 @@ TEST(AllReduce, ArithmeticOnFloatAndIntegerTypes) {
     }
 }
 
-TEST(AllReduce, BitwiseOnIntegers) {
+TEST(AllReduceProgram, BitwiseOnIntegers) {
   for (ReduceOp op : kBitwise)
     for (ET t : kIntTypes) check_all_reduce(op, t, 4);
 }
 
-TEST(AllReduce, BoolFollowsGloo) {
+TEST(AllReduceProgram, BoolFollowsGloo) {
   for (int world : kWorlds)
     for (ReduceOp op : {ReduceOp::BitAnd, ReduceOp::BitOr, ReduceOp::BitXor, ReduceOp::Max,
                         ReduceOp::Min, ReduceOp::Product, ReduceOp::Sum})
       check_all_reduce(op, ET::Bool, world);
 }
 
-TEST(AllReduce, ComplexSumAndMean) {
+TEST(AllReduceProgram, ComplexSumAndMean) {
   for (ReduceOp op : {ReduceOp::Avg, ReduceOp::Sum}) check_all_reduce(op, ET::C64, 4);
 }
 
-TEST(AllReduce, UndefinedCombinationsAreTypeErrors) {
+TEST(AllReduceProgram, UndefinedCombinationsAreTypeErrors) {
   auto kind = [](const std::function<void()>& f) {
     try {
       f();
@@ -285,7 +285,7 @@ TEST(AllReduce, UndefinedCombinationsAreTypeErrors) {
   EXPECT_EQ(kind([] { all_reduce(ReduceOp::Sum, ET::F32, {2}, 0); }), ErrorKind::Value);
 }
 
-TEST(AllGather, EveryRankGetsEveryOperandInRankOrder) {
+TEST(AllGatherProgram, EveryRankGetsEveryOperandInRankOrder) {
   for (int world : kWorlds)
     for (ET t : {ET::BF16, ET::Bool, ET::C64, ET::F16, ET::F32, ET::I32, ET::I64, ET::U8}) {
       SCOPED_TRACE(std::string(hlo::mlir_name(t)) + " world " + std::to_string(world));
@@ -320,13 +320,13 @@ void check_reduce_scatter(ReduceOp op, ET t, int world) {
     }
 }
 
-TEST(ReduceScatter, RankKeepsTheReductionOfItsRow) {
+TEST(ReduceScatterProgram, RankKeepsTheReductionOfItsRow) {
   for (int world : kWorlds)
     for (ET t : {ET::BF16, ET::F32, ET::I32, ET::I64})
       for (ReduceOp op : kArithmetic) check_reduce_scatter(op, t, world);
 }
 
-TEST(ReduceScatter, BitwiseAndBool) {
+TEST(ReduceScatterProgram, BitwiseAndBool) {
   for (int world : kWorlds) {
     for (ReduceOp op : kBitwise) check_reduce_scatter(op, ET::I32, world);
     for (ReduceOp op : {ReduceOp::BitXor, ReduceOp::Max, ReduceOp::Min})
@@ -334,7 +334,7 @@ TEST(ReduceScatter, BitwiseAndBool) {
   }
 }
 
-TEST(AllToAll, BlockJOfRankIBecomesBlockIOfRankJ) {
+TEST(AllToAllProgram, BlockJOfRankIBecomesBlockIOfRankJ) {
   for (int world : kWorlds)
     for (ET t : {ET::Bool, ET::F16, ET::F32, ET::I64}) {
       SCOPED_TRACE(std::string(hlo::mlir_name(t)) + " world " + std::to_string(world));
@@ -353,7 +353,7 @@ TEST(AllToAll, BlockJOfRankIBecomesBlockIOfRankJ) {
   EXPECT_THROW(all_to_all(ET::F32, {}, 2), Error);
 }
 
-TEST(Broadcast, EveryRankGetsTheRootsOperand) {
+TEST(BroadcastProgram, EveryRankGetsTheRootsOperand) {
   for (int world : kWorlds)
     for (int root : {0, world - 1})
       for (ET t : {ET::BF16, ET::Bool, ET::F32, ET::I32, ET::U8}) {
@@ -367,7 +367,7 @@ TEST(Broadcast, EveryRankGetsTheRootsOperand) {
   EXPECT_THROW(broadcast(ET::F32, {5}, 4, 4), Error);
 }
 
-TEST(Broadcast, CopiesBitsNotValues) {
+TEST(BroadcastProgram, CopiesBitsNotValues) {
   // -0.0 and NaN survive, which a sum with the other ranks' zeros would not.
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Program p = broadcast(ET::F32, {3}, 4, 1);
@@ -388,7 +388,7 @@ TEST(Broadcast, CopiesBitsNotValues) {
   }
 }
 
-TEST(SendRecv, DestinationGetsTheSourcesOperandOthersKeepTheirs) {
+TEST(SendRecvProgram, DestinationGetsTheSourcesOperandOthersKeepTheirs) {
   for (ET t : {ET::Bool, ET::F32, ET::I64}) {
     SCOPED_TRACE(hlo::mlir_name(t));
     const int world = 4, src = 3, dst = 1;
@@ -403,7 +403,7 @@ TEST(SendRecv, DestinationGetsTheSourcesOperandOthersKeepTheirs) {
 
 // The builder's optional channel_handle, and groups smaller than the world:
 // two groups of two, each summing only its own members.
-TEST(Builder, ChannelHandleAndSubgroups) {
+TEST(BuilderCollectives, ChannelHandleAndSubgroups) {
   hlo::Builder b;
   hlo::Value x = b.parameter({ET::F32, {2}});
   hlo::Value y = b.all_reduce(
@@ -426,7 +426,7 @@ TEST(Builder, ChannelHandleAndSubgroups) {
   EXPECT_EQ(out[3], (std::vector<double>{10, 100}));
 }
 
-TEST(Builder, CollectiveArgumentErrors) {
+TEST(BuilderCollectives, CollectiveArgumentErrors) {
   hlo::Builder b;
   hlo::Value x = b.parameter({ET::F32, {3}});
   EXPECT_THROW(b.all_gather(x, 1, {{0, 1}}), Error);
