@@ -30,9 +30,9 @@ CollectivePath choose_collective_path() {
   p.name = "host_gloo";
   if (!plugin_spans_processes(p.platform)) {
     p.reason = "the " + p.platform +
-               " PJRT plugin runs collectives only among the devices of one process "
-               "(its client takes no key-value store), so collectives are staged through host "
-               "memory and run by Gloo";
+               " PJRT plugin runs StableHLO collectives only among the devices of one client in "
+               "one process (its client takes no key-value store), so collectives between "
+               "processes are staged through host memory and run by Gloo";
   } else {
     p.reason = "the runtime's PJRT client is local to this process (created without the "
                "distributed key-value store), so collectives are staged through host memory and "
