@@ -16,15 +16,28 @@ bool on_tpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::
 // A CPU tensor with the contents of a `tpu` tensor (same sizes and dtype).
 // The lazy conjugate and negative bits travel with it: the device holds the
 // un-conjugated values, as PyTorch's storage does.
-at::Tensor to_host(const at::Tensor& src) {
-  at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU).dtype(src.scalar_type()));
+void read_into(const at::Tensor& src, void* dst) {
   translate_errors([&] {
     auto buffer = runtime::read_contiguous(input_of(src));
-    buffer->to_host(host.data_ptr());
+    buffer->to_host(dst);
   });
+}
+
+at::Tensor to_host(const at::Tensor& src) {
+  at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU).dtype(src.scalar_type()));
+  read_into(src, host.data_ptr());
   if (src.is_conj()) host = host.conj();
   if (src.is_neg()) host = host._neg_view();
   return host;
+}
+
+// Whether the device's bytes can land directly in `dst` (what .cpu() and
+// host staging ask for): a fresh host tensor and a second copy into `dst`
+// would double the memory traffic and the page faults of large reads.
+bool reads_directly(const at::Tensor& dst, const at::Tensor& src) {
+  return dst.is_contiguous() && dst.scalar_type() == src.scalar_type() &&
+         dst.sizes() == src.sizes() && !dst.is_conj() && !dst.is_neg() && !src.is_conj() &&
+         !src.is_neg();
 }
 
 void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src) {
@@ -64,7 +77,10 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool /*non_blocking*/
     copy_host_to_device(self, src);
   } else {
     TORCH_CHECK(self.device().is_cpu(), "copy_: cannot copy from ", src.device(), " to ", self.device());
-    self.copy_(to_host(src));
+    if (reads_directly(self, src))
+      read_into(src, self.data_ptr());
+    else
+      self.copy_(to_host(src));
   }
   return self;
 }
