@@ -89,7 +89,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTpu::collective(const Signature& sig,
 
 at::Tensor ProcessGroupTpu::gather_stacked(const at::Tensor& t) {
   at::Tensor bytes = host_bytes(t);
-  at::Tensor all = at::empty({getSize() * bytes.numel()}, at::kByte);
+  at::Tensor all = staging_bytes(getSize() * bytes.numel());
   c10d::AllgatherOptions o;
   run(host_->_allgather_base(all, bytes, o));
   std::vector<int64_t> shape{getSize()};
@@ -169,7 +169,7 @@ void ProcessGroupTpu::reduce_scatter_flat(const at::Tensor& output, const at::Te
                                           R op, const char* collective) {
   if (output.numel() == 0) return;
   if (gloo_reduces(output.scalar_type(), op)) {
-    at::Tensor h = at::empty({output.numel()}, flat_host.options());
+    at::Tensor h = staging_bytes(nbytes(output)).view(flat_host.scalar_type());
     c10d::ReduceScatterOptions o;
     o.reduceOp = c10d::ReduceOp(op);
     at::Tensor in = flat_host;
@@ -201,7 +201,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTpu::reduce_scatter(
       // Gloo's list form, so the summation order is the one Gloo users get.
       std::vector<std::vector<at::Tensor>> ins(1);
       for (const auto& t : inputs[0]) ins[0].push_back(host_copy(t));
-      std::vector<at::Tensor> outs{at::empty(out.sizes(), ins[0][0].options())};
+      std::vector<at::Tensor> outs{
+          staging_bytes(nbytes(out)).view(out.scalar_type()).view(out.sizes())};
       run(host_->reduce_scatter(outs, ins, opts));
       write_back(out, outs[0]);
       return;
@@ -267,7 +268,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTpu::broadcast(std::vector<at::Tensor
 void ProcessGroupTpu::allgather_into(const at::Tensor& output, const at::Tensor& input) {
   if (input.numel() == 0) return;
   at::Tensor b = host_bytes(input);
-  at::Tensor all = at::empty({getSize() * b.numel()}, at::kByte);
+  at::Tensor all = staging_bytes(getSize() * b.numel());
   c10d::AllgatherOptions o;
   run(host_->_allgather_base(all, b, o));
   write_back(output, from_bytes(all, output));
@@ -293,7 +294,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTpu::allgather(
     const at::Tensor& in = inputs[0];
     if (in.numel() == 0) return;
     at::Tensor b = host_bytes(in);
-    at::Tensor all = at::empty({getSize() * b.numel()}, at::kByte);
+    at::Tensor all = staging_bytes(getSize() * b.numel());
     c10d::AllgatherOptions o;
     run(host_->_allgather_base(all, b, o));
     for (int r = 0; r < getSize(); ++r) {
@@ -344,7 +345,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTpu::allgather_coalesced(
     for (size_t i = 0; i < n; ++i) {
       if (inputs[i].numel() == 0) continue;
       at::Tensor b = host_bytes(inputs[i]);
-      at::Tensor all = at::empty({getSize() * b.numel()}, at::kByte);
+      at::Tensor all = staging_bytes(getSize() * b.numel());
       c10d::AllgatherOptions o;
       run(host_->_allgather_base(all, b, o));
       for (int r = 0; r < getSize(); ++r) {
@@ -401,7 +402,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTpu::scatter(
   return collective(sig, outputs, [&] {
     const at::Tensor& out = outputs[0];
     if (out.numel() == 0) return;
-    at::Tensor b = at::empty({nbytes(out)}, at::kByte);
+    at::Tensor b = staging_bytes(nbytes(out));
     std::vector<std::vector<at::Tensor>> ins;
     if (root) {
       ins.emplace_back();
@@ -455,7 +456,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTpu::alltoall_base(
     for (int64_t s : sig.send_rows) in_b.push_back(s * row_bytes);
     for (int64_t s : sig.recv_rows) out_b.push_back(s * row_bytes);
     at::Tensor b = input.numel() ? host_bytes(input) : at::empty({0}, at::kByte);
-    at::Tensor ob = at::empty({nbytes(output)}, at::kByte);
+    at::Tensor ob = staging_bytes(nbytes(output));
     c10d::AllToAllOptions o;
     run(host_->alltoall_base(ob, b, out_b, in_b, o));
     if (output.numel()) write_back(output, from_bytes(ob, output));
@@ -491,7 +492,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTpu::alltoall(std::vector<at::Tensor>
       out_total += nbytes(outputs[r]);
     }
     at::Tensor b = at::cat(parts);
-    at::Tensor ob = at::empty({out_total}, at::kByte);
+    at::Tensor ob = staging_bytes(out_total);
     c10d::AllToAllOptions o;
     // Gloo may move from the split vectors it is handed.
     std::vector<int64_t> out_splits = out_b, in_splits = in_b;
@@ -526,7 +527,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTpu::recv(std::vector<at::Tensor>& te
   TORCH_CHECK(tensors.size() == 1, "tpu_dist: recv expects exactly one tensor");
   const at::Tensor& t = tensors[0];
   try {
-    std::vector<at::Tensor> v{at::empty({nbytes(t)}, at::kByte)};
+    std::vector<at::Tensor> v{staging_bytes(nbytes(t))};
     run(host_->recv(v, src, tag));
     write_back(t, from_bytes(v[0], t));
   } catch (const std::exception& e) {

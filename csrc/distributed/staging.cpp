@@ -1,13 +1,27 @@
 #include "distributed/staging.h"
 
+#include "distributed/host_pool.h"
+
 namespace torch_tpu::distributed {
 
 bool on_tpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
 
+at::Tensor staging_bytes(int64_t nbytes) {
+  static HostPool pool;
+  return pool.take(nbytes);
+}
+
 at::Tensor host_copy(const at::Tensor& t) {
-  // A `tpu` tensor's .cpu() materializes it (cutting any deferred graph) and
-  // waits for the device, so the bytes are final.
-  return on_tpu(t) ? t.cpu().contiguous() : t.contiguous();
+  if (!on_tpu(t)) return t.contiguous();
+  if (t.numel() == 0) return t.cpu().contiguous();
+  // Copying a `tpu` tensor to the host materializes it (cutting any deferred
+  // graph) and waits for the device, so the bytes are final; the device
+  // writes straight into the staging memory.
+  at::Tensor h = staging_bytes(t.numel() * static_cast<int64_t>(t.element_size()))
+                     .view(t.scalar_type())
+                     .view(t.sizes());
+  h.copy_(t);
+  return h;
 }
 
 at::Tensor host_bytes(const at::Tensor& t) {

@@ -13,7 +13,11 @@ namespace torch_tpu::distributed {
 
 bool on_tpu(const at::Tensor& t);
 
-// A contiguous host copy of `t` (a no-copy view when `t` already is one).
+// `nbytes` of flat uint8 host memory for staging, reused across collectives
+// (see host_pool.h); contents undefined.
+at::Tensor staging_bytes(int64_t nbytes);
+// A contiguous host copy of `t` in staging memory (a no-copy view when `t`
+// already is a contiguous CPU tensor).
 at::Tensor host_copy(const at::Tensor& t);
 // The host copy of `t` reinterpreted as a flat uint8 tensor.
 at::Tensor host_bytes(const at::Tensor& t);
