@@ -352,6 +352,28 @@ def run_isend_irecv(t, out, peer, src):
 
 
 check("isend_irecv", lambda: both(send_recv, run_isend_irecv, [1]))
+
+
+def send_in_flight_during_collectives():
+    # A large isend is still in flight (Gloo waits for the matching recv)
+    # while other collectives stage their operands through host memory: the
+    # bytes being sent must not be overwritten by that staging.
+    shape = (1 << 20,)
+    peer, src = (rank + 1) % world, (rank - 1) % world
+    send = dist.isend(make(torch.float32, shape, rank, salt=5).to(dev), peer)
+    summed = torch.ones(shape, device=dev)
+    dist.all_reduce(summed)
+    gathered = torch.zeros(world * shape[0], device=dev)
+    dist.all_gather_into_tensor(gathered, torch.full(shape, float(rank), device=dev))
+    out = torch.zeros(shape, device=dev)
+    dist.recv(out, src)
+    send.wait()
+    expected_gather = torch.arange(world, dtype=torch.float32).repeat_interleave(shape[0])
+    return (same(out, make(torch.float32, shape, src, salt=5)) and
+            same(summed, torch.full(shape, float(world))) and same(gathered, expected_gather))
+
+
+check("isend_in_flight_during_collectives", send_in_flight_during_collectives)
 check("barrier", lambda: dist.barrier())
 
 
