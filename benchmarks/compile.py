@@ -1,6 +1,8 @@
 """torch.compile(backend="tpu") next to its peers, in one run: the GPT-style
 decoder of benchmarks/gpt.py (training step: forward, backward, AdamW; and an
-inference forward) as
+inference forward), at the sizes of gpt.SIZES ("issue": the issues' example,
+matmul-bound on this CPU; "small": dominated by per-op host work, the balance
+an accelerator gives the bigger model), as
 
   compile_tpu     torch.compile(backend="tpu"): one captured StableHLO program per graph
                   (forward, backward, AdamW(capturable=True) step)
@@ -15,11 +17,12 @@ rounds) and the median of the rounds is reported, because this machine is
 shared and its speed drifts. Prints steps per second and compile_tpu's ratio
 to every peer; writes benchmarks/results/compile.{json,png}.
 
-    python3 benchmarks/compile.py                 # needs `pip install jax jaxlib` for the JAX peer
+    python3 benchmarks/compile.py [--sizes issue,small]   # needs `pip install jax jaxlib` for the JAX peer
 """
 import argparse
 import contextlib
 import json
+import math
 import os
 import statistics
 import sys
@@ -30,7 +33,7 @@ import torch
 import torch_tpu
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt import GPT, loss_fn  # noqa: E402
+from gpt import GPT, SIZES, loss_fn, step_flops  # noqa: E402
 
 CONFIGS = ["compile_tpu", "defer_and_fuse", "strict", "cpu_eager", "inductor_cpu", "jax_jit_cpu"]
 MODE = {"compile_tpu": "strict", "defer_and_fuse": "defer_and_fuse", "strict": "strict"}
@@ -150,12 +153,7 @@ def timed_block(step, finish, config, steps):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--vocab", type=int, default=4096)
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--sizes", default="issue,small", help=f"GPT sizes: {', '.join(SIZES)}")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=3, help="steps per timed block")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (median reported)")
@@ -165,12 +163,15 @@ def main():
     args = p.parse_args()
     configs = args.configs.split(",")
 
-    results, compile_seconds, losses = {}, {}, {}
-    for workload in args.workloads.split(","):
+    results, compile_seconds, losses, gflops = {}, {}, {}, {}
+    runs = [(w, size) for size in args.sizes.split(",") for w in args.workloads.split(",")]
+    for base_workload, size in runs:
+        vars(args).update(SIZES[size])
+        workload = f"{base_workload}[{size}]"
         steps, first = {}, {}
         for config in configs:
             try:
-                step, finish = setup(workload, config, args)
+                step, finish = setup(base_workload, config, args)
             except ImportError as e:
                 print(f"{workload}/{config}: skipped ({e}); pip install jax jaxlib")
                 continue
@@ -181,19 +182,24 @@ def main():
             steps[config] = (step, finish)
             print(f"{workload}/{config}: warmed up in {compile_seconds[f'{workload}/{config}']:.1f} s "
                   f"(value {first[config]:.5f})", flush=True)
+        # Timed blocks of at least ~0.3 s for each config (fast steps would
+        # otherwise be timed a clock tick at a time).
+        block = {c: max(args.steps, math.ceil(0.3 / timed_block(*steps[c], c, 1)[0])) for c in steps}
         times = {c: [] for c in steps}
         for r in range(args.rounds):
             order = list(steps) if r % 2 == 0 else list(reversed(steps))  # interleaved
             for config in order:
-                t, _ = timed_block(*steps[config], config, args.steps)
+                t, _ = timed_block(*steps[config], config, block[config])
                 times[config].append(t)
         row = {c: 1.0 / statistics.median(ts) for c, ts in times.items()}
         results[workload] = row
         losses[workload] = first
-        print(f"\n{workload} (steps/s, median of {args.rounds} interleaved rounds of {args.steps} steps)")
+        flops = step_flops(**SIZES[size], train=base_workload == "train_step")
+        gflops[workload] = {c: v * flops / 1e9 for c, v in row.items()}
+        print(f"\n{workload} (steps/s, median of {args.rounds} interleaved rounds)")
         for c, v in row.items():
             spread = f"{1 / max(times[c]):.3f}..{1 / min(times[c]):.3f}"
-            print(f"  {c:<15} {v:8.3f}   (range {spread})")
+            print(f"  {c:<15} {v:8.3f}   (range {spread}; matmul {gflops[workload][c]:.1f} GFLOP/s)")
         if "compile_tpu" in row:
             print("  compile_tpu / peer: " + ", ".join(
                 f"{c} {row['compile_tpu'] / v:.2f}x" for c, v in row.items() if c != "compile_tpu"))
@@ -203,7 +209,8 @@ def main():
     ratios = {w: {c: row["compile_tpu"] / v for c, v in row.items() if c != "compile_tpu"}
               for w, row in results.items() if "compile_tpu" in row}
     with open(args.out + ".json", "w") as f:
-        json.dump({"config": vars(args), "steps_per_second": results,
+        json.dump({"config": vars(args), "sizes": SIZES, "steps_per_second": results,
+                   "matmul_gflops_per_second": gflops,
                    "compile_tpu_over_peer": ratios, "warmup_seconds": compile_seconds,
                    "value_after_warmup": losses, "platform": torch_tpu.platform(),
                    "torch": torch.__version__}, f, indent=2)

@@ -1,9 +1,16 @@
 """The eager modes side by side in one run: a GPT-style decoder training step
-(AdamW), an inference forward, and a memory-bound chain of elementwise ops,
-each in strict, debug and defer_and_fuse on `tpu`, next to PyTorch's CPU
-eager. Prints steps per second and the ratios; writes JSON and a PNG chart."""
+(AdamW) and an inference forward, at two model sizes (gpt.SIZES: the issue's
+example, whose matmuls dominate a step on this CPU, and a small one whose
+steps are dominated by per-op host work, as every step is on an
+accelerator), and a memory-bound chain of elementwise ops -- each in strict,
+debug and defer_and_fuse on `tpu`, next to PyTorch's CPU eager. Prints steps
+per second, the ratios and the matmul GFLOP/s each mode reaches; writes JSON
+and a PNG chart.
+
+    python3 benchmarks/eager_modes.py [--sizes issue,small]"""
 import argparse
 import json
+import math
 import os
 import statistics
 import time
@@ -11,7 +18,7 @@ import time
 import torch
 
 import torch_tpu
-from gpt import GPT, loss_fn
+from gpt import GPT, SIZES, loss_fn, step_flops
 
 MODES = ["strict", "debug", "defer_and_fuse"]
 
@@ -52,12 +59,15 @@ def make_inference(device, args):
 
 
 def make_chain(device, args):
+    # Memory-bound: each op does a couple of flops per 8 bytes moved, so eager
+    # pays one pass over 16 MiB per op and a fused program pays one in all.
+    # (Transcendentals such as sigmoid would make it compute-bound instead.)
     x = torch.randn(args.chain_elems).to(device)
 
     def step():
         y = x
         for _ in range(10):
-            y = torch.sigmoid(y * 1.01 + 0.1) * y - 0.05
+            y = torch.clamp(y * 1.01 + 0.1, -4.0, 4.0) * 0.9 - 0.05
         return y
 
     return step
@@ -74,14 +84,20 @@ def measure(workload, device, mode, args):
         for _ in range(args.warmup):
             step()
         sync(device)
+        # Timed blocks of at least ~0.3 s, so that fast steps are not timed
+        # one clock tick at a time.
+        start = time.perf_counter()
+        step()
+        sync(device)
+        steps = max(args.steps, math.ceil(0.3 / (time.perf_counter() - start)))
         times = []
         for _ in range(args.repeats):
             start = time.perf_counter()
-            for _ in range(args.steps):
+            for _ in range(steps):
                 out = step()
             float(out.float().sum().item()) if out.dim() else float(out.item())
             sync(device)
-            times.append((time.perf_counter() - start) / args.steps)
+            times.append((time.perf_counter() - start) / steps)
     return 1.0 / statistics.median(times)
 
 
@@ -95,12 +111,7 @@ class _null:
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--vocab", type=int, default=4096)
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--sizes", default="issue,small", help=f"GPT sizes: {', '.join(SIZES)}")
     p.add_argument("--chain-elems", type=int, default=1 << 22)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=3)
@@ -109,19 +120,32 @@ def main():
     p.add_argument("--out", default="benchmarks/results/eager_modes")
     args = p.parse_args()
 
-    results = {}
+    results, gflops = {}, {}
+    runs = []
     for workload in args.workloads.split(","):
+        if workload == "elementwise_chain":
+            runs.append((workload, workload, None))
+        else:
+            runs += [(f"{workload}[{size}]", workload, size) for size in args.sizes.split(",")]
+    for name, workload, size in runs:
+        if size is not None:
+            vars(args).update(SIZES[size])
         row = {"cpu_eager": measure(workload, "cpu", None, args)}
         for mode in MODES:
             row[mode] = measure(workload, "tpu", mode, args)
-        results[workload] = row
-        print(f"{workload}: " + ", ".join(f"{k} {v:.3f} steps/s" for k, v in row.items()))
+        results[name] = row
+        print(f"{name}: " + ", ".join(f"{k} {v:.3f} steps/s" for k, v in row.items()))
         print(f"  defer_and_fuse / strict = {row['defer_and_fuse'] / row['strict']:.2f}x, "
               f"defer_and_fuse / cpu eager = {row['defer_and_fuse'] / row['cpu_eager']:.2f}x, "
               f"strict / cpu eager = {row['strict'] / row['cpu_eager']:.2f}x")
+        if size is not None:
+            flops = step_flops(**SIZES[size], train=workload == "train_step")
+            gflops[name] = {k: v * flops / 1e9 for k, v in row.items()}
+            print("  matmul GFLOP/s: " + ", ".join(f"{k} {v:.1f}" for k, v in gflops[name].items()))
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out + ".json", "w") as f:
-        json.dump({"config": vars(args), "steps_per_second": results,
+        json.dump({"config": vars(args), "sizes": SIZES, "steps_per_second": results,
+                   "matmul_gflops_per_second": gflops,
                    "platform": torch_tpu.platform()}, f, indent=2)
     try:
         import matplotlib

@@ -54,3 +54,25 @@ class GPT(nn.Module):
 def loss_fn(model, idx, targets):
     logits = model(idx)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+# Model sizes the benchmarks run side by side. "issue": the configuration the
+# eager-modes and compile issues give as their example; on this 2-core CPU its
+# matmuls take most of a step in every mode, so the host work that the modes
+# differ in is a small part of it. "small": the same model shrunk until the
+# math is cheap next to the per-op host work -- the balance a real
+# accelerator gives the "issue" size, whose matmuls it runs ~1000x faster.
+SIZES = {
+    "issue": dict(vocab=4096, d_model=256, heads=4, layers=4, seq=128, batch=8),
+    "small": dict(vocab=512, d_model=64, heads=4, layers=4, seq=32, batch=4),
+}
+
+
+def step_flops(vocab, d_model, heads, layers, seq, batch, train):
+    """Multiply-add flops (x2) of the matmuls in one forward (x3 for a
+    training step: the backward does two matmuls per forward matmul)."""
+    tokens = batch * seq
+    dense = layers * 12 * d_model * d_model + d_model * vocab  # qkv, proj, fc1, fc2; head
+    attention = layers * 2 * seq * d_model  # q @ k^T and att @ v, per token
+    forward = 2 * tokens * (dense + attention)
+    return 3 * forward if train else forward

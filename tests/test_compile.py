@@ -215,6 +215,48 @@ def test_input_mutation_is_written_back():
     close(dy, y)
 
 
+def donated():
+    return torch_tpu.metrics().get("donated_buffers", 0)
+
+
+def test_updated_inputs_are_donated_when_nothing_else_reads_them():
+    def step(p, m):
+        m.mul_(0.9).add_(p)
+        p.sub_(0.1 * m)
+
+    p, m = torch.randn(64), torch.randn(64)
+    dp, dm = p.to("tpu"), m.to("tpu")
+    compiled = torch.compile(step, backend="tpu")
+    for _ in range(3):
+        before = donated()
+        compiled(dp, dm)
+        step(p, m)
+        assert donated() - before == 2  # both updated buffers reused in place
+    close(dp, p)
+    close(dm, m)
+
+
+def test_updated_input_read_by_pending_work_is_not_donated():
+    # A deferred graph that still has to read x's old value holds its buffer:
+    # the program must not consume it (a twin without aliases runs instead).
+    def f(x):
+        x.add_(1)
+
+    x = torch.randn(32)
+    dx = x.to("tpu")
+    compiled = torch.compile(f, backend="tpu")
+    compiled(dx)
+    f(x)
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        pending = dx * 2  # recorded, not run
+        before = donated()
+        compiled(dx)
+        assert donated() == before
+        close(pending, x * 2)
+    f(x)
+    close(dx, x)
+
+
 def test_non_contiguous_and_offset_inputs():
     def f(a, b):
         return a @ b + 1

@@ -48,9 +48,13 @@ class Program {
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const {
     std::vector<std::shared_ptr<runtime::DeviceBuffer>> bases;
     for (const auto& t : inputs) bases.push_back(whole_base(t, "compiled program input"));
+    // The tensor's storage and `bases` hold the buffer: anyone else (a
+    // pending graph, another storage, the same input passed twice) reads it.
+    std::vector<bool> exclusive;
+    for (const auto& b : bases) exclusive.push_back(b.use_count() == 2);
     auto outs = translate_errors([&] {
       py::gil_scoped_release no_gil;
-      return program_->run(bases, &next_rng);
+      return program_->run(bases, exclusive, &next_rng);
     });
     size_t n_plain = outs.size() - mutated_.size();
     std::vector<at::Tensor> results;
@@ -99,16 +103,18 @@ void bind_capture(py::module& m) {
       outs.push_back(translate_errors([&] { return runtime::read_contiguous(input_of(t)); }));
     }
     std::vector<int> mutated;
+    std::vector<int> updates(c.inputs.size(), -1);
     for (size_t i = 0; i < c.inputs.size(); ++i) {
       runtime::Storage* s = storage_of(c.inputs[i]);
       if (s->base != c.bases[i]) {
         mutated.push_back(static_cast<int>(i));
+        updates[i] = static_cast<int>(outs.size());
         outs.push_back(s->base);
         s->base = c.bases[i];  // the capture computed nothing real: restore
       }
     }
     int device = c.inputs.empty() ? current_device() : c.inputs[0].device().index();
-    auto program = translate_errors([&] { return runtime::end_capture(c.bases, outs); });
+    auto program = translate_errors([&] { return runtime::end_capture(c.bases, outs, updates); });
     return Program(program, mutated, device);
   });
 }

@@ -166,7 +166,8 @@ Executable::~Executable() {
 
 std::vector<std::unique_ptr<Buffer>> Executable::execute(const std::vector<const Buffer*>& args,
                                                          const std::vector<bool>& donated,
-                                                         int device_index) const {
+                                                         int device_index,
+                                                         std::unique_ptr<Event>* done) const {
   TPU_CHECK(device_index >= 0 && device_index < static_cast<int>(devices_.size()),
             ErrorKind::Runtime, "invalid device index ", device_index);
   TPU_CHECK(replicas_ == 1, ErrorKind::Runtime, "an executable compiled for ", replicas_,
@@ -195,7 +196,10 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(const std::vector<const
   ex.num_args = raw_args.size();
   ex.output_lists = &out_list;
   ex.execute_device = devices_[device_index];
+  PJRT_Event* complete = nullptr;
+  if (done) ex.device_complete_events = &complete;
   check(api_, api_->PJRT_LoadedExecutable_Execute(&ex), "LoadedExecutable_Execute");
+  if (done && complete) *done = std::make_unique<Event>(api_, complete);
 
   std::vector<std::unique_ptr<Buffer>> result;
   result.reserve(outputs_.size());

@@ -64,10 +64,13 @@ class Executable {
   // Launches on addressable device `device_index`, the one it was compiled
   // for (the arguments must live there). Returns as soon as the launch is enqueued; outputs become ready
   // asynchronously. Arguments listed in `donated` are consumed (their PJRT
-  // buffers are deleted by the plugin).
+  // buffers are deleted by the plugin). With `done`, also returns an event
+  // that is ready when the whole execution has finished (outputs that nobody
+  // reads are no proof of that: synchronize waits on these).
   std::vector<std::unique_ptr<Buffer>> execute(const std::vector<const Buffer*>& args,
                                                const std::vector<bool>& donated = {},
-                                               int device_index = 0) const;
+                                               int device_index = 0,
+                                               std::unique_ptr<Event>* done = nullptr) const;
   // Launches a replicated executable (Client::compile_replicated) on all its
   // replicas in one call, which in-process collectives need: every
   // participant must be launched together. `args[r]` are replica r's

@@ -164,7 +164,9 @@ struct CompileJob {
         program->exe = rt.compile(mlir, out_types, device);
         rt.insert(key, program);
       }
-      outs = program->exe->execute(args, program->donated, device);
+      std::unique_ptr<pjrt::Event> finished;
+      outs = program->exe->execute(args, program->donated, device, &finished);
+      rt.note_launch(std::move(finished));
       rt.count("launches");
       rt.count("donated_buffers",
                std::count(program->donated.begin(), program->donated.end(), true));
@@ -186,7 +188,6 @@ struct CompileJob {
     params.clear();
     if (!error.empty()) return poison(targets, error);
     for (size_t k = 0; k < targets.size(); ++k) targets[k]->fulfil(std::move(outs[k]));
-    if (!targets.empty()) Runtime::get().note_launch(targets.back());
   }
 
   void adopt_live() {
@@ -663,9 +664,12 @@ void abort_capture() {
 }
 
 std::shared_ptr<CapturedProgram> end_capture(const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
-                                             const std::vector<std::shared_ptr<DeviceBuffer>>& outputs) {
+                                             const std::vector<std::shared_ptr<DeviceBuffer>>& outputs,
+                                             const std::vector<int>& updates) {
   std::lock_guard<std::recursive_mutex> lock(mu);
   TPU_CHECK(capture_graph, ErrorKind::Runtime, "end_capture without begin_capture");
+  TPU_CHECK(updates.size() == inputs.size(), ErrorKind::Runtime, "end_capture: ", updates.size(),
+            " updates for ", inputs.size(), " inputs");
   std::shared_ptr<Graph> g = capture_graph;
   struct Guard {
     ~Guard() { drop_capture(); }
@@ -682,18 +686,23 @@ std::shared_ptr<CapturedProgram> end_capture(const std::vector<std::shared_ptr<D
     if (out->graph() != g) g->param_of(out);
   auto results = build_graph(b, *g, param_values, numbers);
   std::vector<Value> outs;
-  std::vector<TensorType> out_types;
   for (const auto& out : outputs) {
     Value v = out->graph() == g ? results[out->graph_node()][out->graph_result()]
                                 : param_values[g->param_of(out)];
     outs.push_back(v);
-    out_types.push_back(v.type);
+    program->output_types_.push_back(v.type);
   }
-  for (const auto& p : g->params) {
+  program->mlir_keep_ = b.module(outs);
+  for (size_t p = 0; p < g->params.size(); ++p) {
     CapturedProgram::Source src;
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (inputs[i] == p) src.input = static_cast<int>(i);
-    if (src.input < 0) src.constant = p;
+      if (inputs[i] == g->params[p]) src.input = static_cast<int>(i);
+    if (src.input < 0) src.constant = g->params[p];
+    int k = src.input < 0 ? -1 : updates[src.input];
+    if (k >= 0 && outs[k].type == param_values[p].type) {
+      b.alias_parameter(param_values[p], k);
+      src.donated = true;
+    }
     program->params_.push_back(src);
   }
   for (const NumberParam& np : numbers) {
@@ -702,34 +711,44 @@ std::shared_ptr<CapturedProgram> end_capture(const std::vector<std::shared_ptr<D
     for (const auto& t : g->nodes[np.node].types->outputs) count = std::max<uint64_t>(count, t.numel());
     program->numbers_.push_back({a.number, np.type, np.rng, count});
   }
-  program->exe_ = Runtime::get().compile(b.module(outs), out_types, g->device);
+  program->exe_ = Runtime::get().compile(b.module(outs), program->output_types_, g->device);
   count("captured_programs");
   return program;
 }
 
+const pjrt::Executable& CapturedProgram::executable(bool donating) const {
+  if (donating) return *exe_;
+  std::lock_guard<std::mutex> lock(keep_mu_);
+  if (!exe_keep_) exe_keep_ = Runtime::get().compile(mlir_keep_, output_types_, device_);
+  return *exe_keep_;
+}
+
 std::vector<std::shared_ptr<DeviceBuffer>> CapturedProgram::run(
-    const std::vector<std::shared_ptr<DeviceBuffer>>& inputs, RngSource rng) const {
+    const std::vector<std::shared_ptr<DeviceBuffer>>& inputs, const std::vector<bool>& exclusive,
+    RngSource rng) const {
   Runtime& rt = Runtime::get();
-  TPU_CHECK(inputs.size() == input_types_.size(), ErrorKind::Runtime, "compiled tpu program takes ",
-            input_types_.size(), " inputs, got ", inputs.size());
-  std::vector<const pjrt::Buffer*> args;
-  std::string poisoned;
+  TPU_CHECK(inputs.size() == input_types_.size() && exclusive.size() == inputs.size(),
+            ErrorKind::Runtime, "compiled tpu program takes ", input_types_.size(), " inputs, got ",
+            inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
     TPU_CHECK(inputs[i]->type() == input_types_[i], ErrorKind::Runtime, "compiled tpu program input ",
               i, " must be ", input_types_[i].str(), ", got ", inputs[i]->type().str());
+  std::vector<const pjrt::Buffer*> args;
+  std::vector<bool> donated;
+  bool donating = true;
+  std::vector<std::shared_ptr<DeviceBuffer>> results;
   for (const Source& s : params_) {
     const auto& buf = s.input >= 0 ? inputs[s.input] : s.constant;
     if (buf->state() == DeviceBuffer::State::Error) {
-      poisoned = buf->error_message();
-      break;
+      for (const auto& t : output_types_)
+        results.push_back(DeviceBuffer::error(t, buf->error_message(), device_));
+      return results;
     }
     args.push_back(&buf->buffer());
+    donated.push_back(s.donated);
+    if (s.donated && !exclusive[s.input]) donating = false;
   }
-  std::vector<std::shared_ptr<DeviceBuffer>> results;
-  if (!poisoned.empty()) {
-    for (const auto& t : output_types()) results.push_back(DeviceBuffer::error(t, poisoned, device_));
-    return results;
-  }
+  if (!donating) donated.assign(donated.size(), false);
   std::vector<std::shared_ptr<pjrt::Buffer>> numbers;
   std::vector<std::unique_ptr<pjrt::Buffer>> states;
   for (const Number& n : numbers_) {
@@ -745,16 +764,18 @@ std::vector<std::shared_ptr<DeviceBuffer>> CapturedProgram::run(
   }
   std::vector<std::unique_ptr<pjrt::Buffer>> outs;
   try {
-    outs = exe_->execute(args, {}, device_);
+    std::unique_ptr<pjrt::Event> finished;
+    outs = executable(donating).execute(args, donated, device_, &finished);
+    rt.note_launch(std::move(finished));
   } catch (const Error& e) {
-    for (const auto& t : output_types())
+    for (const auto& t : output_types_)
       results.push_back(DeviceBuffer::error(t, std::string("compiled tpu program failed: ") + e.what(), device_));
     return results;
   }
   count("launches");
+  count("donated_buffers", std::count(donated.begin(), donated.end(), true));
   for (auto& o : outs)
     results.push_back(DeviceBuffer::materialized(std::move(o), "torch.compile program", device_));
-  if (!results.empty()) rt.note_launch(results.back());
   return results;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,21 +58,33 @@ void flush_all(const char* reason);
 // one program that is compiled once and then launched for every call with
 // new input buffers (of the same types). Inputs are parameters, so the
 // executable depends only on their shapes and dtypes.
+//
+// Donation: an input the program updates (optimizer state, parameters,
+// buffers) has its new value as an output of the same type, and the program
+// is compiled with that input aliased to that output, so a launch overwrites
+// the input's buffer instead of allocating a new one. Donating consumes the
+// buffer, which is only right when nothing but the caller's tensor holds it
+// (no pending graph, no other storage); when some updated input is shared, the
+// launch uses a twin executable without aliases, compiled when first needed.
 class CapturedProgram {
  public:
   // Fresh generator state for random ops: (seed, offset) reserving `count`.
   using RngSource = std::pair<uint64_t, uint64_t> (*)(int device, uint64_t count);
-  std::vector<std::shared_ptr<DeviceBuffer>> run(
-      const std::vector<std::shared_ptr<DeviceBuffer>>& inputs, RngSource rng) const;
+  // `exclusive[i]`: only the caller holds inputs[i] (it may be donated).
+  std::vector<std::shared_ptr<DeviceBuffer>> run(const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
+                                                 const std::vector<bool>& exclusive,
+                                                 RngSource rng) const;
   const std::vector<hlo::TensorType>& input_types() const { return input_types_; }
-  const std::vector<hlo::TensorType>& output_types() const { return exe_->output_types(); }
+  const std::vector<hlo::TensorType>& output_types() const { return output_types_; }
 
  private:
   friend std::shared_ptr<CapturedProgram> end_capture(
-      const std::vector<std::shared_ptr<DeviceBuffer>>&, const std::vector<std::shared_ptr<DeviceBuffer>>&);
+      const std::vector<std::shared_ptr<DeviceBuffer>>&, const std::vector<std::shared_ptr<DeviceBuffer>>&,
+      const std::vector<int>&);
   struct Source {
     int input = -1;                          // a call input...
     std::shared_ptr<DeviceBuffer> constant;  // ...or a buffer captured with the graph
+    bool donated = false;                    // aliased to the output holding its update
   };
   struct Number {
     lowering::Number value;
@@ -79,20 +92,28 @@ class CapturedProgram {
     bool rng;
     uint64_t rng_count;
   };
-  std::unique_ptr<pjrt::Executable> exe_;
+  const pjrt::Executable& executable(bool donating) const;
+
+  std::unique_ptr<pjrt::Executable> exe_;  // with the donation aliases
+  mutable std::unique_ptr<pjrt::Executable> exe_keep_;  // without: compiled on first need
+  mutable std::mutex keep_mu_;
+  std::string mlir_keep_;
   std::vector<Source> params_;
   std::vector<Number> numbers_;
   std::vector<hlo::TensorType> input_types_;
+  std::vector<hlo::TensorType> output_types_;
   int device_ = 0;
 };
 
 // Flushes pending work and starts recording into a capture graph.
 void begin_capture(int device);
 // `inputs`: the buffers standing for the program's inputs while capturing;
-// `outputs`: the buffers it returns. Throws if the capture cannot be compiled
-// (it then also ends).
+// `outputs`: the buffers it returns; `updates[i]`: the output that is input
+// i's new value (an input the graph wrote to), or -1. Throws if the capture
+// cannot be compiled (it then also ends).
 std::shared_ptr<CapturedProgram> end_capture(const std::vector<std::shared_ptr<DeviceBuffer>>& inputs,
-                                             const std::vector<std::shared_ptr<DeviceBuffer>>& outputs);
+                                             const std::vector<std::shared_ptr<DeviceBuffer>>& outputs,
+                                             const std::vector<int>& updates);
 // Ends a capture that failed (an op raised), dropping what was recorded.
 void abort_capture();
 

@@ -109,24 +109,26 @@ std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir,
   return exe;
 }
 
-void Runtime::note_launch(std::shared_ptr<DeviceBuffer> newest) {
+void Runtime::note_launch(std::unique_ptr<pjrt::Event> done) {
+  if (!done) return;
   std::lock_guard<std::mutex> lock(mu_);
-  newest_ = newest;
+  while (!launches_.empty() && launches_.front()->ready()) launches_.pop_front();
+  launches_.push_back(std::move(done));
 }
 
 void Runtime::synchronize(int device) {
   check_device(device);
   flush_all("synchronize");
-  std::shared_ptr<DeviceBuffer> newest;
+  std::deque<std::unique_ptr<pjrt::Event>> pending;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    newest = newest_.lock();
+    pending.swap(launches_);
   }
   // Errors belong to the op's outputs and are raised where they are used,
   // not by an unrelated synchronize.
-  if (newest && newest->state() == DeviceBuffer::State::Materialized) {
+  for (auto& e : pending) {
     try {
-      newest->wait();
+      e->await();
     } catch (const Error&) {
     }
   }

@@ -2,6 +2,7 @@
 // first use, and the in-memory executable cache.
 #pragma once
 
+#include <deque>
 #include <list>
 #include <map>
 #include <memory>
@@ -47,9 +48,11 @@ class Runtime {
                                             std::vector<hlo::TensorType> outputs,
                                             int device);
 
-  // Remembers the newest result buffer of each launch so synchronize() can
-  // wait for everything issued so far (PJRT runs one device's work in order).
-  void note_launch(std::shared_ptr<class DeviceBuffer> newest);
+  // Keeps the completion event of each launch until it is ready, so that
+  // synchronize() waits for everything issued so far, including programs
+  // whose results nobody holds any more (the plugin may run launches
+  // concurrently, so the newest one finishing proves nothing).
+  void note_launch(std::unique_ptr<pjrt::Event> done);
   void synchronize(int device);
 
   // Counters for torch_tpu.metrics(): ops recorded, flushes by reason,
@@ -75,7 +78,7 @@ class Runtime {
   std::unordered_map<std::string, Entry> cache_;
   std::list<std::string> lru_;  // most recently used first
   std::map<std::string, int64_t> counters_;
-  std::weak_ptr<class DeviceBuffer> newest_;
+  std::deque<std::unique_ptr<pjrt::Event>> launches_;  // not yet known to be finished
   std::string injected_failure_;
 };
 
