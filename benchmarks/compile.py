@@ -17,6 +17,13 @@ rounds) and the median of the rounds is reported, because this machine is
 shared and its speed drifts. Prints steps per second and compile_tpu's ratio
 to every peer; writes benchmarks/results/compile.{json,png}.
 
+JAX's jaxlib carries its own XLA, newer than the xla-cpu-pjrt plugin: it
+hands dots to the YNNPACK library (fusions of kind __ynn_fusion), which the
+plugin's XLA does not do. To compare the same code generation, turn that off
+for JAX (the flag is a no-op for the plugin):
+
+    XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type= python3 benchmarks/compile.py
+
     python3 benchmarks/compile.py [--sizes issue,small]   # needs `pip install jax jaxlib` for the JAX peer
 """
 import argparse
@@ -213,6 +220,7 @@ def main():
                    "matmul_gflops_per_second": gflops,
                    "compile_tpu_over_peer": ratios, "warmup_seconds": compile_seconds,
                    "value_after_warmup": losses, "platform": torch_tpu.platform(),
+                   "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
                    "torch": torch.__version__}, f, indent=2)
     try:
         import matplotlib

@@ -77,28 +77,42 @@ WORKLOADS = {"train_step": make_train_step, "inference": make_inference,
              "elementwise_chain": make_chain}
 
 
-def measure(workload, device, mode, args):
-    step = WORKLOADS[workload](device, args)
-    ctx = torch_tpu.eager_mode(mode) if device == "tpu" else _null()
-    with ctx:
-        for _ in range(args.warmup):
-            step()
-        sync(device)
-        # Timed blocks of at least ~0.3 s, so that fast steps are not timed
-        # one clock tick at a time.
+def context(config):
+    return torch_tpu.eager_mode(config) if config in MODES else _null()
+
+
+def timed_block(step, device, config, steps):
+    with context(config):
         start = time.perf_counter()
-        step()
+        for _ in range(steps):
+            out = step()
+        float(out.float().sum().item()) if out.dim() else float(out.item())
         sync(device)
-        steps = max(args.steps, math.ceil(0.3 / (time.perf_counter() - start)))
-        times = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            for _ in range(steps):
-                out = step()
-            float(out.float().sum().item()) if out.dim() else float(out.item())
+        return (time.perf_counter() - start) / steps
+
+
+def measure(workload, args):
+    """Steps per second of every config, timed in interleaved rounds (one
+    block of each per round, the order reversed every other round) so that
+    the drift of a shared machine hits them alike; the median round counts."""
+    configs = ["cpu_eager"] + MODES
+    runs = {}
+    for config in configs:
+        device = "cpu" if config == "cpu_eager" else "tpu"
+        with context(config):
+            step = WORKLOADS[workload](device, args)
+            for _ in range(args.warmup):
+                step()
             sync(device)
-            times.append((time.perf_counter() - start) / steps)
-    return 1.0 / statistics.median(times)
+        # Blocks of at least ~0.3 s, so that fast steps are not timed one
+        # clock tick at a time.
+        steps = max(args.steps, math.ceil(0.3 / timed_block(step, device, config, 1)))
+        runs[config] = (step, device, steps)
+    times = {c: [] for c in configs}
+    for r in range(args.repeats):
+        for config in configs if r % 2 == 0 else reversed(configs):
+            times[config].append(timed_block(*runs[config][:2], config, runs[config][2]))
+    return {c: 1.0 / statistics.median(ts) for c, ts in times.items()}
 
 
 class _null:
@@ -115,7 +129,7 @@ def main():
     p.add_argument("--chain-elems", type=int, default=1 << 22)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5, help="interleaved rounds (median reported)")
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--out", default="benchmarks/results/eager_modes")
     args = p.parse_args()
@@ -130,9 +144,7 @@ def main():
     for name, workload, size in runs:
         if size is not None:
             vars(args).update(SIZES[size])
-        row = {"cpu_eager": measure(workload, "cpu", None, args)}
-        for mode in MODES:
-            row[mode] = measure(workload, "tpu", mode, args)
+        row = measure(workload, args)
         results[name] = row
         print(f"{name}: " + ", ".join(f"{k} {v:.3f} steps/s" for k, v in row.items()))
         print(f"  defer_and_fuse / strict = {row['defer_and_fuse'] / row['strict']:.2f}x, "

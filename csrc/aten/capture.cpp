@@ -5,9 +5,14 @@
 // storage's whole base (the Python side makes them so); an input whose
 // storage was written during the capture is a mutated input: its new value
 // is an extra output of the program, written back into the caller's tensor.
+#include <set>
+#include <unordered_map>
+
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/generator.h"
+#include "common/key_text.h"
 #include "aten/tensor_bridge.h"
 #include "runtime/executor.h"
 
@@ -69,9 +74,77 @@ class Program {
   int device_;
 };
 
+// dynamo.py's plan for one call: how each graph input reaches the program
+// (see CompiledGraph._plan) and the key of the program for this call. Done
+// here because it runs for every input of every call -- hundreds per
+// training step -- and the Python version cost a fifth of a small step.
+bool is_whole_base(const at::TensorBase& t) {
+  return t.is_contiguous() && t.storage_offset() == 0 &&
+         t.storage().nbytes() == static_cast<size_t>(t.numel()) * t.element_size();
+}
+
+void append_ints(std::string& key, c10::IntArrayRef v) {
+  key += '(';
+  for (int64_t x : v) append_int(key, x, ',');
+  key += ')';
+}
+
+py::tuple capture_plan(const py::list& args, const std::set<int64_t>& copy_slots) {
+  py::list plan;
+  std::vector<int64_t> plain;  // positions of non-tensor arguments
+  std::string key;
+  key.reserve(64 * args.size());
+  std::unordered_map<const c10::TensorImpl*, int64_t> slot_of;
+  int64_t slots = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyObject* obj = args[i].ptr();
+    if (!THPVariable_Check(obj)) {
+      plan.append(py::none());
+      plain.push_back(static_cast<int64_t>(i));
+      continue;
+    }
+    const at::Tensor& a = THPVariable_Unpack(obj);
+    if (a.device().type() != c10::DeviceType::PrivateUse1)
+      throw std::runtime_error("torch.compile(backend='tpu'): graph input " + std::to_string(i) +
+                               " is on " + a.device().str() + ", expected tpu");
+    const char* how = "copy";
+    at::Tensor src = a;
+    if (copy_slots.count(static_cast<int64_t>(i)) == 0) {
+      if (is_whole_base(a)) {
+        how = "in";
+      } else if (a.is_view() && a._base().device() == a.device() && is_whole_base(a._base())) {
+        how = "view";
+        src = at::Tensor(a._base());
+      }
+    }
+    int64_t j = slots;
+    bool copy = how[0] == 'c';
+    if (copy) {
+      ++slots;
+    } else {
+      auto [it, fresh] = slot_of.emplace(src.unsafeGetTensorImpl(), slots);
+      if (fresh) ++slots;
+      j = it->second;
+    }
+    plan.append(py::make_tuple(how, j));
+    key += how[0];
+    append_int(key, j, ':');
+    append_int(key, static_cast<int64_t>(a.scalar_type()), ':');
+    append_ints(key, a.sizes());
+    append_ints(key, a.strides());
+    append_int(key, a.storage_offset(), ':');
+    // Programs take the device buffers behind the inputs: their shapes (which
+    // may differ from the tensors', e.g. (3,) over (1, 3)) key them.
+    if (!copy) append_ints(key, storage_of(src)->base->type().shape);
+    key += ';';
+  }
+  return py::make_tuple(plan, py::bytes(key), plain);
+}
+
 }  // namespace
 
 void bind_capture(py::module& m) {
+  m.def("_capture_plan", &capture_plan, "CompiledGraph._plan's per-call work (see dynamo.py)");
   m.def("_storage_base_shape", [](const at::Tensor& t) {
     const auto& shape = storage_of(t)->base->type().shape;
     return std::vector<int64_t>(shape.begin(), shape.end());

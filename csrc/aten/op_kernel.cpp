@@ -161,6 +161,10 @@ class ArgReader {
 
   void read(const std::vector<std::pair<const c10::Argument*, c10::IValue>>& args,
             bool implicit_generator) {
+    // Arg is large: growing the vectors one element at a time costs more
+    // than the rest of recording a small op.
+    call_.args.reserve(args.size() + 1);
+    call_.inputs.reserve(args.size() + 1);
     for (const auto& [schema_arg, value] : args) {
       Arg a;
       a.index = static_cast<int>(call_.args.size());
@@ -438,6 +442,7 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   }
   const Route& route = *selected;
   std::vector<std::pair<const c10::Argument*, c10::IValue>> args;
+  args.reserve(n + route.extra.size());
   for (size_t i = 0; i < n; ++i) {
     bool skip = route.variant == Variant::Out &&
                 std::find(route.written.begin(), route.written.end(), static_cast<int>(i)) !=

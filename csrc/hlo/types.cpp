@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "common/key_text.h"
+
 namespace torch_tpu::hlo {
 
 namespace {
@@ -65,9 +67,16 @@ int64_t TensorType::numel() const {
 }
 
 std::string TensorType::str() const {
-  std::string s = "tensor<";
-  for (int64_t d : shape) s += std::to_string(d) + "x";
-  return s + mlir_name(dtype) + ">";
+  std::string s;
+  append_key(s);
+  return s;
+}
+
+void TensorType::append_key(std::string& s) const {
+  s += "tensor<";
+  for (int64_t d : shape) append_int(s, d, 'x');
+  s += mlir_name(dtype);
+  s += '>';
 }
 
 std::string shape_str(const Shape& s) {

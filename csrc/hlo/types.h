@@ -46,6 +46,7 @@ struct TensorType {
   int64_t numel() const;
   int64_t nbytes() const { return numel() * byte_size(dtype); }
   std::string str() const;  // "tensor<2x3xf32>"
+  void append_key(std::string& s) const;  // appends str()
   bool operator==(const TensorType& o) const {
     return dtype == o.dtype && shape == o.shape;
   }

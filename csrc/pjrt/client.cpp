@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "pjrt/buffer_release.h"
 
 namespace torch_tpu::pjrt {
 
@@ -113,12 +114,7 @@ bool Event::ready() const {
 Buffer::Buffer(const Api* api, PJRT_Buffer* buffer, hlo::TensorType type)
     : api_(api), buffer_(buffer), type_(std::move(type)) {}
 
-Buffer::~Buffer() {
-  PJRT_Buffer_Destroy_Args args{};
-  args.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
-  args.buffer = buffer_;
-  api_->PJRT_Buffer_Destroy(&args);
-}
+Buffer::~Buffer() { release_buffer(api_, buffer_, type_.nbytes()); }
 
 void Buffer::to_host(void* dst) const {
   PJRT_Buffer_ToHostBuffer_Args args{};

@@ -11,6 +11,7 @@
 
 #include "common/env.h"
 #include "common/error.h"
+#include "common/key_text.h"
 #include "lowering/common.h"
 #include "runtime/eager_mode.h"
 #include "runtime/number_bytes.h"
@@ -59,7 +60,7 @@ uint64_t fnv(uint64_t h, const std::string& s) {
 void append_arg(std::string& key, const Arg& a, bool static_numbers) {
   key += static_cast<char>('A' + static_cast<int>(a.kind));
   switch (a.kind) {
-    case Arg::Kind::Int: key += std::to_string(a.i); break;
+    case Arg::Kind::Int: append_int(key, a.i); break;
     case Arg::Kind::Float: {
       char buf[32];
       snprintf(buf, sizeof buf, "%.17g", a.f);
@@ -70,7 +71,7 @@ void append_arg(std::string& key, const Arg& a, bool static_numbers) {
     case Arg::Kind::DType: key += hlo::mlir_name(a.dtype); break;
     case Arg::Kind::String: key += a.s; break;
     case Arg::Kind::IntList:
-      for (int64_t v : a.ints) key += std::to_string(v) + ",";
+      for (int64_t v : a.ints) append_int(key, v, ',');
       break;
     case Arg::Kind::FloatList:
       for (double v : a.floats) key += std::to_string(v) + ",";
@@ -108,8 +109,8 @@ struct LocalBases {
 
 void append_view(std::string& key, const BaseRef& base, const ViewGeometry& view) {
   key += 's';
-  key += std::to_string(base.param);
-  key += base.type.str();
+  append_int(key, base.param);
+  base.type.append_key(key);
   if (is_identity(view, base.type)) key += '=';
   else view.append_key(key);
 }
@@ -381,7 +382,6 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
   // signature keys the type cache and, with connectivity, the graph key.
   Node node;
   node.lowering = lowering;
-  node.args = call.args;
   node.default_float = call.default_float;
   LocalBases bases;
   std::string sig;
@@ -429,6 +429,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
   }
   std::vector<TensorType> local_types;
   for (const auto& b : bases.buffers) local_types.push_back(b->type());
+  node.args = std::move(call.args);  // the caller is done with them
   node.types = node_types(sig, node, local_types);
   if (origin_provider) node.origin = origin_provider();
   count("ops_recorded");
@@ -469,10 +470,13 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
     if (b->graph() == g) {
       r.node = b->graph_node();
       r.result = b->graph_result();
-      links += "n" + std::to_string(r.node) + "." + std::to_string(r.result) + ",";
+      links += 'n';
+      append_int(links, r.node, '.');
+      append_int(links, r.result, ',');
     } else {
       r.param = g->param_of(b);
-      links += "p" + std::to_string(r.param) + ",";
+      links += 'p';
+      append_int(links, r.param, ',');
     }
     global[i] = r;
   }

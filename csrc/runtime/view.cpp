@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "common/key_text.h"
 
 namespace torch_tpu::runtime {
 
@@ -32,13 +33,11 @@ void ViewGeometry::append_key(std::string& key) const {
   key += hlo::mlir_name(dtype);
   key += '[';
   for (size_t i = 0; i < sizes.size(); ++i) {
-    key += std::to_string(sizes[i]);
-    key += ':';
-    key += std::to_string(strides[i]);
-    key += ',';
+    append_int(key, sizes[i], ':');
+    append_int(key, strides[i], ',');
   }
   key += '+';
-  key += std::to_string(offset);
+  append_int(key, offset);
   key += ']';
 }
 

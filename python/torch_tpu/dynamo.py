@@ -391,36 +391,14 @@ class CompiledGraph:
         transpose or reshape of another) passes its base, once however many
         views of it come in, and the view is taken inside the program; any
         other tensor is copied (and written back if the graph mutates it).
-        plan[i]: None (not a tensor), ("in", j), ("view", j) or ("copy", j)."""
-        plan, key, bases = [], [], {}
-        for i, a in enumerate(args):
-            if not isinstance(a, torch.Tensor):
-                plan.append(None)
-                key.append((type(a), a))
-                continue
-            if a.device.type != "tpu":
-                raise RuntimeError(f"torch.compile(backend='tpu'): graph input {i} is on "
-                                   f"{a.device}, expected tpu")
-            base = a._base
-            if i in self.copy_slots:
-                how, src = "copy", a
-            elif _whole_base(a):
-                how, src = "in", a
-            elif base is not None and base.device == a.device and _whole_base(base):
-                how, src = "view", base
-            else:
-                how, src = "copy", a
-            if how == "copy":
-                j = len(bases)
-                bases[object()] = (j, None)
-            else:
-                j, _ = bases.setdefault(id(src), (len(bases), src))
-            plan.append((how, j))
-            # Programs take the device buffers behind the inputs: their shapes
-            # (which may differ from the tensors', e.g. (3,) over (1, 3)) key them.
-            key.append((how, j, a.dtype, _geometry(a),
-                        tuple(_C._storage_base_shape(src)) if how != "copy" else None))
-        return plan, tuple(key)
+        plan[i]: None (not a tensor), ("in", j), ("view", j) or ("copy", j).
+        The per-input work is _C._capture_plan (C++: it runs for hundreds of
+        inputs per training step); the key is its bytes plus the values of
+        the non-tensor arguments."""
+        plan, key, plain = _C._capture_plan(args, self.copy_slots)
+        if plain:
+            key = (key, tuple((type(args[i]), args[i]) for i in plain))
+        return plan, key
 
     def _inputs(self, args, plan):
         """The program's inputs, and (graph position, copy) of copied ones."""
