@@ -66,6 +66,13 @@ void check_dim(int64_t d, const Value& a, const char* op) {
     bad(op, "dimension " + std::to_string(d) + " out of range for " + a.type.str());
 }
 
+// Scatters and all-to-alls cut dimension `d` into one piece per group member.
+void check_splits(const Value& a, int64_t d, int64_t n, const char* op) {
+  if (a.shape()[d] % n != 0)
+    bad(op, "dimension " + std::to_string(d) + " of " + a.type.str() + " does not split into " +
+                std::to_string(n) + " pieces");
+}
+
 // The combiner region: (a, b) -> one rank-0 value of the operand's type.
 std::pair<std::vector<TensorType>, RegionFn> combiner(const Value& a, const RegionFn& combine,
                                                       const char* op) {
@@ -96,9 +103,7 @@ Value Builder::reduce_scatter(Value a, int64_t dim, const ReplicaGroups& groups,
   need(a, o);
   check_dim(dim, a, o);
   int64_t n = check_groups(groups, o);
-  if (a.shape()[dim] % n != 0)
-    bad(o, "dimension " + std::to_string(dim) + " of " + a.type.str() +
-               " does not split into " + std::to_string(n) + " pieces");
+  check_splits(a, dim, n, o);
   TensorType t = a.type;
   t.shape[dim] /= n;
   std::string attrs = "scatter_dimension = " + std::to_string(dim) + " : i64, " +
@@ -125,9 +130,7 @@ Value Builder::all_to_all(Value a, int64_t split_dim, int64_t concat_dim,
   check_dim(split_dim, a, o);
   check_dim(concat_dim, a, o);
   int64_t n = check_groups(groups, o);
-  if (a.shape()[split_dim] % n != 0)
-    bad(o, "dimension " + std::to_string(split_dim) + " of " + a.type.str() +
-               " does not split into " + std::to_string(n) + " pieces");
+  check_splits(a, split_dim, n, o);
   TensorType t = a.type;
   t.shape[split_dim] /= n;
   t.shape[concat_dim] *= n;
