@@ -127,6 +127,11 @@ Route compute_route(const c10::OperatorHandle& op) {
     return r;
   }
   r.variant = schema.arguments()[r.written[0]].kwarg_only() ? Variant::Out : Variant::InPlace;
+  // out= lists (_foreach_add.Scalar_out) keep PyTorch's per-tensor kernel:
+  // the out= path here resizes and copies into single tensors.
+  if (r.variant == Variant::Out &&
+      schema.arguments()[r.written[0]].type()->kind() == c10::TypeKind::ListType)
+    return r;
   std::vector<const c10::Argument*> inputs;
   for (const auto& a : schema.arguments())
     if (r.variant == Variant::InPlace || !is_written(a)) inputs.push_back(&a);
@@ -467,17 +472,39 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     call.destinations.assign(plain, std::nullopt);
   }
   if (route.variant == Variant::InPlace || route.variant == Variant::Mutating) {
-    for (int idx : route.written) {
-      const at::Tensor& t = values[idx].toTensor();
+    auto add_destination = [&](const at::Tensor& t) {
       TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, schema.name(),
                   ": in-place target must be a tpu tensor, got ", t.device());
       check_overlapping_write(schema.name(), t);
       call.destinations.push_back(runtime::Destination{input_of(t), true});
+    };
+    for (int idx : route.written) {
+      if (values[idx].isTensorList()) {  // _foreach_*_: one destination per element
+        for (const at::Tensor& t : values[idx].toTensorList().vec()) add_destination(t);
+      } else {
+        add_destination(values[idx].toTensor());
+      }
     }
   }
   // Like TensorIterator on the CPU: a destination may coincide with an input
   // but not partly overlap one.
   for (int w : route.written) {
+    if (values[w].isTensorList()) {
+      // Element k is written from element k of the other lists (and from the
+      // plain tensors), as PyTorch's per-tensor loop would.
+      auto dsts = values[w].toTensorList().vec();
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (static_cast<int>(i) == w) continue;
+        if (values[i].isTensorList()) {
+          auto srcs = values[i].toTensorList().vec();
+          for (size_t k = 0; k < dsts.size() && k < srcs.size(); ++k)
+            at::assert_no_partial_overlap(dsts[k], srcs[k]);
+        } else if (values[i].isTensor() && values[i].toTensor().defined()) {
+          for (const auto& d : dsts) at::assert_no_partial_overlap(d, values[i].toTensor());
+        }
+      }
+      continue;
+    }
     if (!values[w].isTensor()) continue;
     const at::Tensor& dst = values[w].toTensor();
     for (size_t i = 0; i < values.size(); ++i) {
