@@ -38,6 +38,14 @@ CASES = [
     ("sqrt", lambda f, a, b, c: f._foreach_sqrt(c), "aten::sqrt"),
     ("sub List alpha", lambda f, a, b, c: f._foreach_sub(a, b, alpha=0.5), "aten::sub.Tensor"),
     ("sub Scalar", lambda f, a, b, c: f._foreach_sub(a, 1.5), "aten::sub.Scalar"),
+    ("add ScalarList", lambda f, a, b, c: f._foreach_add(a, [0.5, -1, 2.5, 3]), "aten::add.Scalar"),
+    ("addcdiv ScalarList", lambda f, a, b, c: f._foreach_addcdiv(a, b, c, [0.1, -0.2, 0.3, 2]),
+     "aten::addcdiv"),
+    ("addcmul ScalarList", lambda f, a, b, c: f._foreach_addcmul(a, b, c, [0.1, -0.2, 0.3, 2]),
+     "aten::addcmul"),
+    ("div ScalarList", lambda f, a, b, c: f._foreach_div(a, [3.0, -2, 0.5, 7]), "aten::div.Scalar"),
+    ("mul ScalarList", lambda f, a, b, c: f._foreach_mul(a, [0.9, 2, -1.5, 0.25]), "aten::mul.Scalar"),
+    ("sub ScalarList", lambda f, a, b, c: f._foreach_sub(a, [1.5, 0, -2, 4]), "aten::sub.Scalar"),
 ]
 
 
@@ -93,6 +101,27 @@ def test_mismatched_and_empty_lists_are_errors():
         torch._foreach_add_(x, [torch.ones(2, device="tpu")] * 2)
     with pytest.raises(RuntimeError, match="at least one tensor"):
         torch._foreach_add_([], 1.0)
+
+
+def test_new_scalar_list_values_reuse_the_program():
+    # AdamW's step sizes change every step: they are parameters, not constants.
+    a, b, c = lists()
+    da, db, dc = tpu(a), tpu(b), tpu(c)
+    for step in range(1, 4):
+        sizes = [-1e-3 / (1 - 0.9 ** (step + k)) for k in range(len(a))]
+        torch._foreach_addcdiv_(da, db, dc, sizes)
+        torch._foreach_addcdiv_(a, b, c, sizes)
+        torch.tpu.synchronize()
+        if step == 1:
+            misses = torch_tpu.metrics()["cache_misses"]
+    assert torch_tpu.metrics()["cache_misses"] == misses
+    for x, y in zip(da, a):
+        close(x, y, "aten::addcdiv")
+
+
+def test_scalar_list_of_the_wrong_length_is_the_cpus_error():
+    with pytest.raises(RuntimeError, match="same number of elements as scalar list"):
+        torch._foreach_div_([torch.ones(2, device="tpu")], [1.0, 2.0])
 
 
 def test_out_of_place_keeps_inputs_and_autograd_flows():

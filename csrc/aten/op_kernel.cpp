@@ -276,6 +276,15 @@ class ArgReader {
           ins.push_back(e.isTensor() ? tensor_input(e.toTensor(), nullptr) : std::nullopt);
         return;
       }
+      if (elem->kind() == c10::TypeKind::NumberType) {  // Scalar[]
+        Arg n;
+        for (const c10::IValue& e : v.toListRef()) {
+          number(e.toScalar(), n);
+          a.numbers.push_back(n.number);
+        }
+        a.kind = Arg::Kind::NumberList;
+        return;
+      }
     }
     c10::TypeKind kind = type->kind();
     if (kind == c10::TypeKind::OptionalType) kind = type->castRaw<c10::OptionalType>()->getElementType()->kind();

@@ -39,6 +39,7 @@ struct Arg {
     DType,
     String,
     Rng,          // generator state: (seed, offset), fed as a ui64[2] parameter
+    NumberList,   // a Scalar[] (_foreach_*.ScalarList): each fed as a parameter
   };
   Kind kind = Kind::None;
   int index = 0;  // position in the argument list
@@ -55,6 +56,10 @@ struct Arg {
   std::vector<double> floats;
   std::vector<bool> bools;
   Number number;
+  std::vector<Number> numbers;  // NumberList
+  // A Number standing for element `element` of the NumberList argument
+  // `index` (lowerings of list ops make these; the runtime feeds that element).
+  int element = -1;
   hlo::ElementType dtype = hlo::ElementType::F32;
   std::string s;
   uint64_t rng_seed = 0, rng_offset = 0;

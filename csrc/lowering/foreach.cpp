@@ -9,8 +9,9 @@
 // of add.Scalar): those are constants, marked by a negative index, which the
 // element context turns into literals instead of program parameters. A Number
 // argument the foreach op does have becomes one parameter shared by every
-// element.
+// element; element i of a scalar list becomes a parameter of its own.
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "common/error.h"
@@ -34,7 +35,7 @@ class ElementContext final : public Context {
       if (hlo::is_float(t)) return b.constant(integral ? static_cast<double>(a.number.i) : a.number.f, t);
       return b.constant_int(integral ? a.number.i : static_cast<int64_t>(a.number.f), t);
     }
-    auto key = std::make_pair(a.index, t);
+    auto key = std::make_tuple(a.index, a.element, t);
     auto it = shared_.find(key);
     if (it == shared_.end()) it = shared_.emplace(key, outer_.number(a, t)).first;
     return it->second;
@@ -43,7 +44,7 @@ class ElementContext final : public Context {
 
  private:
   Context& outer_;
-  std::map<std::pair<int, E>, Value> shared_;
+  std::map<std::tuple<int, int, E>, Value> shared_;
 };
 
 Arg constant_one() {
@@ -63,14 +64,26 @@ Values each(Context& ctx, const Args& args, const char* per_tensor, const Args& 
   TPU_CHECK(element, ErrorKind::Runtime, "no lowering for ", per_tensor);
   const size_t n = args.at(0).tensors.size();
   TPU_CHECK(n > 0, ErrorKind::Runtime, "Tensor list must have at least one tensor.");
-  for (const Arg& a : args)
+  for (const Arg& a : args) {
     TPU_CHECK(a.kind != Arg::Kind::TensorList || a.tensors.size() == n, ErrorKind::Runtime,
               "Tensor lists must have the same number of tensors, got ", n, " and ", a.tensors.size());
+    TPU_CHECK(a.kind != Arg::Kind::NumberList || a.numbers.size() == n, ErrorKind::Runtime,
+              "Tensor list must have same number of elements as scalar list.");
+  }
   ElementContext ectx(ctx);
   Values out;
   for (size_t i = 0; i < n; ++i) {
     Args ai;
     for (const Arg& a : args) {
+      if (a.kind == Arg::Kind::NumberList) {  // element i, fed as its own parameter
+        Arg e;
+        e.kind = Arg::Kind::Number;
+        e.index = a.index;
+        e.element = static_cast<int>(i);
+        e.number = a.numbers[i];
+        ai.push_back(std::move(e));
+        continue;
+      }
       if (a.kind != Arg::Kind::TensorList) {
         ai.push_back(a);
         continue;
@@ -113,20 +126,25 @@ constexpr char kSubTensor[] = "aten::sub.Tensor";
 
 }  // namespace
 
-// Scalar-list overloads (_foreach_div.ScalarList, AdamW's step sizes) are left
-// to PyTorch's per-tensor path: their values change every step, and as
-// program constants they would compile a new program every step.
+// Scalar lists (AdamW's step sizes, new every step) are program parameters,
+// one per element, so one executable serves every step.
 TPU_LOWERING("aten::_foreach_add.List", as_is<kAddTensor>);
 TPU_LOWERING("aten::_foreach_add.Scalar", with_alpha_one<kAddScalar>);
+TPU_LOWERING("aten::_foreach_add.ScalarList", with_alpha_one<kAddScalar>);
 TPU_LOWERING("aten::_foreach_addcdiv.Scalar", as_is<kAddcdiv>);
+TPU_LOWERING("aten::_foreach_addcdiv.ScalarList", as_is<kAddcdiv>);
 TPU_LOWERING("aten::_foreach_addcmul.Scalar", as_is<kAddcmul>);
+TPU_LOWERING("aten::_foreach_addcmul.ScalarList", as_is<kAddcmul>);
 TPU_LOWERING("aten::_foreach_div.List", as_is<kDivTensor>);
 TPU_LOWERING("aten::_foreach_div.Scalar", as_is<kDivScalar>);
+TPU_LOWERING("aten::_foreach_div.ScalarList", as_is<kDivScalar>);
 TPU_LOWERING("aten::_foreach_lerp.Scalar", as_is<kLerpScalar>);
 TPU_LOWERING("aten::_foreach_mul.List", as_is<kMulTensor>);
 TPU_LOWERING("aten::_foreach_mul.Scalar", as_is<kMulScalar>);
+TPU_LOWERING("aten::_foreach_mul.ScalarList", as_is<kMulScalar>);
 TPU_LOWERING("aten::_foreach_sqrt", as_is<kSqrt>);
 TPU_LOWERING("aten::_foreach_sub.List", as_is<kSubTensor>);
 TPU_LOWERING("aten::_foreach_sub.Scalar", with_alpha_one<kSubScalar>);
+TPU_LOWERING("aten::_foreach_sub.ScalarList", with_alpha_one<kSubScalar>);
 
 }  // namespace torch_tpu::lowering

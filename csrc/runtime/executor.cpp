@@ -57,6 +57,17 @@ uint64_t fnv(uint64_t h, const std::string& s) {
 
 // ---------------------------------------------------------------- signatures
 
+// A number's kind always shapes the program; its value only when the
+// lowering bakes it in (otherwise it is a parameter).
+void append_number(std::string& key, const lowering::Number& n, bool static_numbers) {
+  key += static_cast<char>('0' + static_cast<int>(n.kind));
+  if (static_numbers) {
+    char buf[80];
+    snprintf(buf, sizeof buf, "%.17g/%.17g/%lld", n.f, n.im, static_cast<long long>(n.i));
+    key += buf;
+  }
+}
+
 void append_arg(std::string& key, const Arg& a, bool static_numbers) {
   key += static_cast<char>('A' + static_cast<int>(a.kind));
   switch (a.kind) {
@@ -79,14 +90,9 @@ void append_arg(std::string& key, const Arg& a, bool static_numbers) {
     case Arg::Kind::BoolList:
       for (bool v : a.bools) key += v ? '1' : '0';
       break;
-    case Arg::Kind::Number:
-      key += static_cast<char>('0' + static_cast<int>(a.number.kind));
-      if (static_numbers) {
-        char buf[80];
-        snprintf(buf, sizeof buf, "%.17g/%.17g/%lld", a.number.f, a.number.im,
-                 static_cast<long long>(a.number.i));
-        key += buf;
-      }
+    case Arg::Kind::Number: append_number(key, a.number, static_numbers); break;
+    case Arg::Kind::NumberList:
+      for (const auto& n : a.numbers) append_number(key, n, static_numbers);
       break;
     case Arg::Kind::Tensor:
       if (a.wrapped_number) key += 'w';
@@ -113,6 +119,11 @@ void append_view(std::string& key, const BaseRef& base, const ViewGeometry& view
   base.type.append_key(key);
   if (is_identity(view, base.type)) key += '=';
   else view.append_key(key);
+}
+
+// The value a Number parameter is fed: the argument's, or one element of it.
+const lowering::Number& number_of(const Arg& a, const NumberParam& np) {
+  return np.element >= 0 ? a.numbers.at(static_cast<size_t>(np.element)) : a.number;
 }
 
 // ---------------------------------------------------------------- metrics
@@ -306,7 +317,7 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
       job->states.push_back(rt.client().from_host(state, {ElementType::U64, {2}}, g.device));
       job->args.push_back(job->states.back().get());
     } else {
-      job->numbers.push_back(number_buffer(a.number, np.type, g.device));
+      job->numbers.push_back(number_buffer(number_of(a, np), np.type, g.device));
       job->args.push_back(job->numbers.back().get());
     }
   }
@@ -713,7 +724,7 @@ std::shared_ptr<CapturedProgram> end_capture(const std::vector<std::shared_ptr<D
     const Arg& a = g->nodes[np.node].args[np.arg];
     uint64_t count = 1;
     for (const auto& t : g->nodes[np.node].types->outputs) count = std::max<uint64_t>(count, t.numel());
-    program->numbers_.push_back({a.number, np.type, np.rng, count});
+    program->numbers_.push_back({number_of(a, np), np.type, np.rng, count});
   }
   program->exe_ = Runtime::get().compile(b.module(outs), program->output_types_, g->device);
   count("captured_programs");

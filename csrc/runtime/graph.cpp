@@ -45,7 +45,7 @@ class NodeContext : public lowering::Context {
         return b.constant(integral ? static_cast<double>(a.number.i) : a.number.f, t);
       return b.constant_int(integral ? a.number.i : static_cast<int64_t>(a.number.f), t);
     }
-    numbers_.push_back({index_, a.index, t, false});
+    numbers_.push_back({index_, a.index, t, false, a.element});
     return b.parameter(hlo::scalar_type(t));
   }
 

@@ -97,6 +97,7 @@ struct NumberParam {
   int node, arg;
   hlo::ElementType type;
   bool rng;
+  int element = -1;  // of a NumberList argument
 };
 std::vector<std::vector<hlo::Value>> build_graph(hlo::Builder& b, Graph& g,
                                                  std::vector<hlo::Value>& param_values,
