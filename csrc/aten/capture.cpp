@@ -145,10 +145,6 @@ py::tuple capture_plan(const py::list& args, const std::set<int64_t>& copy_slots
 
 void bind_capture(py::module& m) {
   m.def("_capture_plan", &capture_plan, "CompiledGraph._plan's per-call work (see dynamo.py)");
-  m.def("_storage_base_shape", [](const at::Tensor& t) {
-    const auto& shape = storage_of(t)->base->type().shape;
-    return std::vector<int64_t>(shape.begin(), shape.end());
-  }, "Shape of the device buffer behind a tensor's storage (captured programs are keyed by it)");
   py::class_<Program>(m, "CapturedProgram")
       .def("run", &Program::run, "Launch with new inputs (same shapes and dtypes as captured)");
 

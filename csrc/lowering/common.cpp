@@ -196,6 +196,12 @@ Value cast(hlo::Builder& b, Value v, ElementType t) {
   return b.convert(v, t);
 }
 
+Value number_constant(hlo::Builder& b, const Number& n, ElementType t) {
+  bool integral = n.kind == Number::Kind::Int || n.kind == Number::Kind::Bool;
+  if (hlo::is_float(t)) return b.constant(integral ? static_cast<double>(n.i) : n.f, t);
+  return b.constant_int(integral ? n.i : static_cast<int64_t>(n.f), t);
+}
+
 Value operand(Context& ctx, const Arg& a, ElementType t) {
   if (a.kind == Arg::Kind::Tensor) return cast(ctx.b, a.tensor, t);
   TPU_CHECK(a.kind == Arg::Kind::Number, ErrorKind::Type, "argument ", a.index,

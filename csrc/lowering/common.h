@@ -35,6 +35,9 @@ std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t rank);
 // A Tensor or Number argument as a value of type t (converted; numbers become
 // parameters unless the lowering is static).
 Value operand(Context& ctx, const Arg& a, ElementType t);
+// A Number as a rank-0 literal of type t (a value baked into the program
+// instead of fed as a parameter).
+Value number_constant(hlo::Builder& b, const Number& n, ElementType t);
 
 // Converts if needed.
 Value cast(hlo::Builder& b, Value v, ElementType t);

@@ -30,11 +30,7 @@ class ElementContext final : public Context {
   explicit ElementContext(Context& outer) : Context(outer.b, outer.default_float), outer_(outer) {}
 
   Value number(const Arg& a, E t) override {
-    if (a.index < 0) {
-      bool integral = a.number.kind == Number::Kind::Int || a.number.kind == Number::Kind::Bool;
-      if (hlo::is_float(t)) return b.constant(integral ? static_cast<double>(a.number.i) : a.number.f, t);
-      return b.constant_int(integral ? a.number.i : static_cast<int64_t>(a.number.f), t);
-    }
+    if (a.index < 0) return number_constant(b, a.number, t);
     auto key = std::make_tuple(a.index, a.element, t);
     auto it = shared_.find(key);
     if (it == shared_.end()) it = shared_.emplace(key, outer_.number(a, t)).first;

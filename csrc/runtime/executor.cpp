@@ -130,6 +130,27 @@ const lowering::Number& number_of(const Arg& a, const NumberParam& np) {
 
 void count(const char* what, int64_t n = 1) { Runtime::get().count(what, n); }
 
+// ---------------------------------------------------------------- launching
+
+// A generator state as the ui64[2] parameter random lowerings read.
+std::unique_ptr<pjrt::Buffer> rng_state_buffer(uint64_t seed, uint64_t offset, int device) {
+  uint64_t state[2] = {seed, offset};
+  return Runtime::get().client().from_host(state, {ElementType::U64, {2}}, device);
+}
+
+// Every launch goes through here, so that synchronize() knows of it.
+std::vector<std::unique_ptr<pjrt::Buffer>> execute(const pjrt::Executable& exe,
+                                                   const std::vector<const pjrt::Buffer*>& args,
+                                                   const std::vector<bool>& donated, int device) {
+  std::unique_ptr<pjrt::Event> finished;
+  auto outs = exe.execute(args, donated, device, &finished);
+  Runtime& rt = Runtime::get();
+  rt.note_launch(std::move(finished));
+  rt.count("launches");
+  rt.count("donated_buffers", std::count(donated.begin(), donated.end(), true));
+  return outs;
+}
+
 // ---------------------------------------------------------------- failures
 
 std::string failure_message(const Graph& g, const std::string& what) {
@@ -176,12 +197,7 @@ struct CompileJob {
         program->exe = rt.compile(mlir, out_types, device);
         rt.insert(key, program);
       }
-      std::unique_ptr<pjrt::Event> finished;
-      outs = program->exe->execute(args, program->donated, device, &finished);
-      rt.note_launch(std::move(finished));
-      rt.count("launches");
-      rt.count("donated_buffers",
-               std::count(program->donated.begin(), program->donated.end(), true));
+      outs = execute(*program->exe, args, program->donated, device);
     } catch (const Error& e) {
       error = failure + e.what();
     }
@@ -313,8 +329,7 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   for (const NumberParam& np : program->numbers) {
     const Arg& a = g.nodes[np.node].args[np.arg];
     if (np.rng) {
-      uint64_t state[2] = {a.rng_seed, a.rng_offset};
-      job->states.push_back(rt.client().from_host(state, {ElementType::U64, {2}}, g.device));
+      job->states.push_back(rng_state_buffer(a.rng_seed, a.rng_offset, g.device));
       job->args.push_back(job->states.back().get());
     } else {
       job->numbers.push_back(number_buffer(number_of(a, np), np.type, g.device));
@@ -741,7 +756,6 @@ const pjrt::Executable& CapturedProgram::executable(bool donating) const {
 std::vector<std::shared_ptr<DeviceBuffer>> CapturedProgram::run(
     const std::vector<std::shared_ptr<DeviceBuffer>>& inputs, const std::vector<bool>& exclusive,
     RngSource rng) const {
-  Runtime& rt = Runtime::get();
   TPU_CHECK(inputs.size() == input_types_.size() && exclusive.size() == inputs.size(),
             ErrorKind::Runtime, "compiled tpu program takes ", input_types_.size(), " inputs, got ",
             inputs.size());
@@ -769,8 +783,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> CapturedProgram::run(
   for (const Number& n : numbers_) {
     if (n.rng) {
       auto [seed, offset] = rng(device_, n.rng_count);
-      uint64_t state[2] = {seed, offset};
-      states.push_back(rt.client().from_host(state, {ElementType::U64, {2}}, device_));
+      states.push_back(rng_state_buffer(seed, offset, device_));
       args.push_back(states.back().get());
     } else {
       numbers.push_back(number_buffer(n.value, n.type, device_));
@@ -779,16 +792,12 @@ std::vector<std::shared_ptr<DeviceBuffer>> CapturedProgram::run(
   }
   std::vector<std::unique_ptr<pjrt::Buffer>> outs;
   try {
-    std::unique_ptr<pjrt::Event> finished;
-    outs = executable(donating).execute(args, donated, device_, &finished);
-    rt.note_launch(std::move(finished));
+    outs = execute(executable(donating), args, donated, device_);
   } catch (const Error& e) {
     for (const auto& t : output_types_)
       results.push_back(DeviceBuffer::error(t, std::string("compiled tpu program failed: ") + e.what(), device_));
     return results;
   }
-  count("launches");
-  count("donated_buffers", std::count(donated.begin(), donated.end(), true));
   for (auto& o : outs)
     results.push_back(DeviceBuffer::materialized(std::move(o), "torch.compile program", device_));
   return results;

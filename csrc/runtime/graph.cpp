@@ -37,14 +37,8 @@ class NodeContext : public lowering::Context {
   Value number(const Arg& a, ElementType t) override {
     TPU_CHECK(a.kind == Arg::Kind::Number, ErrorKind::Type, "argument ", a.index,
               " is not a number");
-    if (node_.lowering->static_numbers) {
-      // The value shapes the program (its value is in the signature).
-      bool integral = a.number.kind == lowering::Number::Kind::Int ||
-                      a.number.kind == lowering::Number::Kind::Bool;
-      if (hlo::is_float(t))
-        return b.constant(integral ? static_cast<double>(a.number.i) : a.number.f, t);
-      return b.constant_int(integral ? a.number.i : static_cast<int64_t>(a.number.f), t);
-    }
+    // A static value shapes the program (its value is in the signature).
+    if (node_.lowering->static_numbers) return lowering::number_constant(b, a.number, t);
     numbers_.push_back({index_, a.index, t, false, a.element});
     return b.parameter(hlo::scalar_type(t));
   }
