@@ -145,6 +145,8 @@ py::tuple capture_plan(const py::list& args, const std::set<int64_t>& copy_slots
 
 void bind_capture(py::module& m) {
   m.def("_capture_plan", &capture_plan, "CompiledGraph._plan's per-call work (see dynamo.py)");
+  m.def("_is_whole_base", [](const at::Tensor& t) { return is_whole_base(t); },
+        "Contiguous from offset 0 over its whole storage");
   py::class_<Program>(m, "CapturedProgram")
       .def("run", &Program::run, "Launch with new inputs (same shapes and dtypes as captured)");
 

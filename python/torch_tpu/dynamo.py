@@ -305,8 +305,9 @@ def _views_to_reshapes(gm: torch.fx.GraphModule) -> None:
 
 
 def _whole_base(t: torch.Tensor) -> bool:
-    return (t.is_contiguous() and t.storage_offset() == 0
-            and t.untyped_storage().nbytes() == t.numel() * t.element_size())
+    """Contiguous from offset 0 over its whole storage (the same test the
+    C++ input plan applies)."""
+    return _C._is_whole_base(t)
 
 
 class _Program:
