@@ -2,6 +2,7 @@
 and the persistent executable cache."""
 import collections
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -304,3 +305,116 @@ def test_debug_mode_raises_index_error_naming_the_op(expr, op):
     assert debug.stdout.startswith("IndexError:") and op in debug.stdout, debug.stdout
     strict = run_python(code)  # the device clamps or drops: no error outside debug mode
     assert strict.stdout.strip() == "no error", strict.stdout + strict.stderr
+
+
+def test_optimizer_step_temporaries_are_not_graph_outputs(defer):
+    # The step's graph is cut where it repeats, inside AdamW's last op; that
+    # cut waits for the step to return, so AdamW's temporaries (the
+    # denominators) are dead and fused away. What stays live: each
+    # parameter, its two moments and its gradient, and the loss.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    ref = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    ref.load_state_dict(model.state_dict())
+    model = model.to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=True)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, foreach=True)
+    x, y = torch.randn(16, 8), torch.randn(16, 2)
+    xd, yd = x.to("tpu"), y.to("tpu")
+    for i in range(5):
+        before = counters()
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(xd), yd)
+        loss.backward()
+        opt.step()
+        ref_opt.zero_grad()
+        ref_loss = torch.nn.functional.mse_loss(ref(x), y)
+        ref_loss.backward()
+        ref_opt.step()
+    after = counters()
+    params = len(list(model.parameters()))
+    assert after["flush.repeat"] == before["flush.repeat"] + 1
+    assert after["launches"] == before["launches"] + 1
+    assert after["graph_outputs"] - before["graph_outputs"] == 4 * params + 1
+    torch.testing.assert_close(loss.cpu(), ref_loss, rtol=1e-5, atol=1e-6)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.cpu(), q, rtol=1e-5, atol=1e-6)
+
+
+class _TenMuls(torch.optim.Optimizer):
+    """Multiplies each parameter by 1.01 ten times; notes the repeat-cut
+    count at the end of its step (inside it)."""
+
+    def __init__(self, params, fail=False):
+        super().__init__(params, {})
+        self.inside = []
+        self.fail = fail
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                for _ in range(10):
+                    p.mul_(1.01)
+        self.inside.append(counters()["flush.repeat"])
+        if self.fail:
+            raise RuntimeError("step failed")
+
+
+def test_repeat_cut_inside_optimizer_step_waits_for_its_end(defer):
+    p = torch.nn.Parameter(torch.ones(4).to("tpu"))
+    opt = _TenMuls([p])
+    opt.step()  # ten muls flushed at the step's end, then remembered
+    before = counters()["flush.repeat"]
+    opt.step()  # the same ten: a repeat, held until the step returns
+    assert opt.inside[-1] == before
+    assert counters()["flush.repeat"] == before + 1
+    torch.testing.assert_close(p.detach().cpu(), torch.full((4,), 1.01 ** 20))
+
+
+def test_held_cut_of_a_failed_step_runs_at_the_next_op(defer):
+    p = torch.nn.Parameter(torch.ones(4).to("tpu"))
+    opt = _TenMuls([p])
+    opt.step()  # remembered
+    opt.fail = True
+    before = counters()["flush.repeat"]
+    with pytest.raises(RuntimeError, match="step failed"):
+        opt.step()  # a held repeat cut; the post hook never runs
+    assert counters()["flush.repeat"] == before
+    q = p.detach() * 2  # the held graph runs first
+    assert counters()["flush.repeat"] == before + 1
+    torch.testing.assert_close(q.cpu(), torch.full((4,), 2 * 1.01 ** 20))
+    # The hold ended with that cut: a later repeat outside a step cuts at once.
+    x = torch.ones(4).to("tpu")
+    for _ in range(10):
+        x = x * 1.5
+    x.cpu()
+    before = counters()["flush.repeat"]
+    for _ in range(10):
+        x = x * 1.5
+    assert counters()["flush.repeat"] == before + 1
+
+
+def test_donated_parameter_is_paired_with_its_own_new_value(tmp_path):
+    # a and b are overwritten in place and c = a + b stays live: three
+    # outputs of one type. Each parameter must alias the output that is its
+    # own storage's new value (XLA then updates it in place), not merely the
+    # first output of its type (which would be c, for a).
+    r = run_python("""
+        import re, torch, torch_tpu
+        torch_tpu.set_eager_mode("defer_and_fuse")
+        a = torch.ones(4).to("tpu")
+        b = torch.ones(4).to("tpu") * 3
+        torch.tpu.synchronize()
+        c = a + b    # reads a (parameter 0) and b (parameter 1): output 0
+        b.mul_(2)    # output 1
+        a.add_(1)    # output 2
+        torch.tpu.synchronize()
+        print(a.cpu().tolist(), b.cpu().tolist(), c.cpu().tolist())
+    """, TORCH_TPU_DUMP_HLO="1", TORCH_TPU_CACHE_DIR=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("] [")[0] == "[2.0, 2.0, 2.0, 2.0"
+    assert "[6.0, 6.0, 6.0, 6.0] [4.0, 4.0, 4.0, 4.0]" in r.stdout
+    main = [l for l in r.stderr.splitlines() if "func.func public @main" in l][-1]
+    aliases = re.findall(r"%v(\d+): tensor<4xf32> \{tf.aliasing_output = (\d+)", main)
+    assert aliases == [("0", "2"), ("1", "1")], main

@@ -113,6 +113,7 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release no_gil;
     aten::translate_errors([&] { runtime::flush_all(r); });
   });
+  m.def("_hold_repeat_cuts", [](bool hold) { runtime::hold_repeat_cuts(hold); });
   m.def("_eager_mode", []() { return std::string(runtime::eager_mode_name(runtime::eager_mode())); });
   m.def("_set_eager_mode", [](const std::string& name) {
     runtime::EagerMode m;

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
-#include "pjrt/buffer_release.h"
+#include "common/release_queue.h"
 
 namespace torch_tpu::pjrt {
 
@@ -114,7 +114,25 @@ bool Event::ready() const {
 Buffer::Buffer(const Api* api, PJRT_Buffer* buffer, hlo::TensorType type)
     : api_(api), buffer_(buffer), type_(std::move(type)) {}
 
-Buffer::~Buffer() { release_buffer(api_, buffer_, type_.nbytes()); }
+// PJRT_Buffer_Destroy waits for the computations still using the buffer (the
+// XLA CPU plugin blocks until an execution that reads it has finished). Eager
+// code drops tensors right after their last use -- an op's dead input, the
+// parameters of a graph just launched -- so destroying them in place would
+// make the host wait for the device at almost every op. The destroy runs on
+// the release thread instead; nothing else about the buffer changes, since
+// its owner has let go of it.
+Buffer::~Buffer() {
+  const Api* api = api_;
+  PJRT_Buffer* buffer = buffer_;
+  release_later(
+      [api, buffer] {
+        PJRT_Buffer_Destroy_Args args{};
+        args.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
+        args.buffer = buffer;
+        api->PJRT_Buffer_Destroy(&args);  // an error here has nobody left to tell
+      },
+      static_cast<size_t>(type_.nbytes()));
+}
 
 void Buffer::to_host(void* dst) const {
   PJRT_Buffer_ToHostBuffer_Args args{};

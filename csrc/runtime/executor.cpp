@@ -43,6 +43,11 @@ std::map<int, std::shared_ptr<Graph>> current;    // the recording graph of each
 // they would cut every later graph after its first op.
 std::unordered_map<uint64_t, size_t> flushed_graphs;
 constexpr size_t kMinRepeatNodes = 8;
+// While an optimizer step runs, a repeat cut found inside it is held until
+// the step returns (or the next op is recorded): by then the step's
+// temporaries (AdamW's denominators, say) are dead and are not outputs of
+// the graph, so XLA fuses them away instead of writing them out.
+bool hold_cuts = false;
 OriginProvider origin_provider = nullptr;
 EagerMode mode = [] {
   if (env().launch_blocking) return EagerMode::Debug;
@@ -113,11 +118,12 @@ struct LocalBases {
   }
 };
 
-void append_view(std::string& key, const BaseRef& base, const ViewGeometry& view) {
+// `local`: the base's index among the op's distinct bases.
+void append_view(std::string& key, int local, const TensorType& base, const ViewGeometry& view) {
   key += 's';
-  append_int(key, base.param);
-  base.type.append_key(key);
-  if (is_identity(view, base.type)) key += '=';
+  append_int(key, local);
+  base.append_key(key);
+  if (is_identity(view, base)) key += '=';
   else view.append_key(key);
 }
 
@@ -268,27 +274,47 @@ CompileWorker& compile_worker() {
   return *worker;
 }
 
-// Graphs whose program is compiling on the worker.
+// Graphs whose program is compiling or launching on the worker.
 std::vector<std::shared_ptr<Graph>> in_flight;
+
+// Takes the results of a graph whose program ran (or compiled) on the worker.
+void settle_locked(const std::shared_ptr<Graph>& g) {
+  if (!g->job) return;
+  std::shared_ptr<CompileJob> job = std::move(g->job);
+  in_flight.erase(std::remove(in_flight.begin(), in_flight.end(), g), in_flight.end());
+  job->adopt_live();
+}
 
 void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
             const std::vector<std::pair<int, int>>& live_ids) {
   Runtime& rt = Runtime::get();
+  // Parameters still being produced on the worker are taken first: donation
+  // below asks which of them are materialized.
+  for (const auto& p : g.params)
+    if (p->state() == DeviceBuffer::State::Deferred && p->graph()) settle_locked(p->graph());
   // Donation: a parameter only this graph still holds may be overwritten by
-  // an output of the same type (in-place updates, optimizer steps).
+  // an output of the same type (in-place updates, optimizer steps). Its own
+  // new value -- the output that replaced it in its storage -- is paired
+  // with it first: XLA then updates the buffer in place, where pairing it
+  // with an unrelated output makes XLA copy the parameter before the write.
   std::vector<int> alias(g.params.size(), -1);
   std::vector<bool> taken(live.size(), false);
-  for (size_t p = 0; p < g.params.size(); ++p) {
+  auto donatable = [&](size_t p, size_t k) {
     const auto& buf = g.params[p];
-    if (buf.use_count() != 1 || buf->state() != DeviceBuffer::State::Materialized) continue;
-    for (size_t k = 0; k < live.size(); ++k) {
-      if (!taken[k] && live[k]->type() == buf->type()) {
-        alias[p] = static_cast<int>(k);
-        taken[k] = true;
-        break;
-      }
-    }
+    return alias[p] < 0 && !taken[k] && buf.use_count() == 1 &&
+           buf->state() == DeviceBuffer::State::Materialized && live[k]->type() == buf->type();
+  };
+  auto pair = [&](size_t p, size_t k) {
+    alias[p] = static_cast<int>(k);
+    taken[k] = true;
+  };
+  for (size_t k = 0; k < live.size(); ++k) {
+    int p = g.replaced_param[live_ids[k].first][live_ids[k].second];
+    if (p >= 0 && donatable(static_cast<size_t>(p), k)) pair(static_cast<size_t>(p), k);
   }
+  for (size_t p = 0; p < g.params.size(); ++p)
+    for (size_t k = 0; k < live.size() && alias[p] < 0; ++k)
+      if (donatable(p, k)) pair(p, k);
   std::string key = g.key;
   key += "|live:";
   for (const auto& [n, r] : live_ids) key += std::to_string(n) + "." + std::to_string(r) + ",";
@@ -348,9 +374,10 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
     job->mlir = std::move(mlir);
     job->out_types = std::move(out_types);
   }
-  if (!job->mlir.empty() && mode == EagerMode::DeferAndFuse) {
-    // A new program compiles on the worker thread while this thread records
-    // what comes next; its results are taken when first needed.
+  if (mode == EagerMode::DeferAndFuse) {
+    // The program compiles (if new) and launches on the worker thread while
+    // this thread records what comes next; its results are taken when first
+    // needed.
     for (const auto& b : live) job->live.push_back(b);
     g.job = job;
     in_flight.push_back(g.shared_from_this());
@@ -363,6 +390,12 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
 
 void flush_locked(std::shared_ptr<Graph> g, const char* reason) {
   if (g->flushed) return;
+  if (g->cut_due) {
+    reason = "repeat";
+    // A hold covers one cut: should the step raise (its post hook then never
+    // runs), the next op flushes the held graph and so ends the hold.
+    hold_cuts = false;
+  }
   TPU_CHECK(!g->capturing, ErrorKind::Runtime,
             "torch.compile(backend=\"tpu\"): a value computed inside the compiled graph is needed "
             "before the graph ends (", reason, "); data-dependent ops must run outside the graph");
@@ -383,6 +416,7 @@ void flush_locked(std::shared_ptr<Graph> g, const char* reason) {
       }
     }
   }
+  count("graph_outputs", static_cast<int64_t>(live.size()));
   if (!live.empty()) {
     try {
       launch(*g, live, live_ids);
@@ -418,25 +452,28 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
   auto local_ref = [&](Storage* s) {
     BaseRef r;
     r.param = bases.index_of(s->base);
-    r.type = s->base->type();
     return r;
   };
   node.inputs.resize(call.args.size());
   for (size_t i = 0; i < call.args.size(); ++i) {
     append_arg(sig, call.args[i], lowering->static_numbers);
-    for (const auto& in : call.inputs[i]) {
+    auto& ins = call.inputs[i];
+    auto& node_ins = node.inputs[i];
+    node_ins.reserve(ins.size());
+    for (auto& in : ins) {
       if (!in) {
-        node.inputs[i].push_back(std::nullopt);
+        node_ins.emplace_back(std::nullopt);
         sig += 'N';
         continue;
       }
-      NodeInput ni{local_ref(in->storage), in->view};
-      append_view(sig, ni.base, ni.view);
-      node.inputs[i].push_back(ni);
+      BaseRef r = local_ref(in->storage);
+      append_view(sig, r.param, in->storage->base->type(), in->view);
+      node_ins.emplace_back(NodeInput{r, std::move(in->view)});  // the caller is done with it
     }
   }
+  node.dests.reserve(call.destinations.size());
   for (size_t j = 0; j < call.destinations.size(); ++j) {
-    node.dests.push_back(std::nullopt);
+    node.dests.emplace_back(std::nullopt);
     if (!call.destinations[j]) continue;
     const Destination& d = *call.destinations[j];
     NodeDest nd;
@@ -445,18 +482,16 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
     sig += "|D";
     if (!covers_storage(d.target.view, d.target.storage->nbytes)) {
       nd.old_base = local_ref(d.target.storage);
-      append_view(sig, *nd.old_base, nd.view);
+      append_view(sig, nd.old_base->param, d.target.storage->base->type(), nd.view);
     } else {
       d.target.view.append_key(sig);
       sig += 'F';
     }
     sig += d.check_cast ? 'c' : '-';
-    node.dests.back() = nd;
+    node.dests.back() = std::move(nd);
   }
-  std::vector<TensorType> local_types;
-  for (const auto& b : bases.buffers) local_types.push_back(b->type());
   node.args = std::move(call.args);  // the caller is done with them
-  node.types = node_types(sig, node, local_types);
+  node.types = node_types(sig, node, bases.buffers);
   if (origin_provider) node.origin = origin_provider();
   count("ops_recorded");
 
@@ -482,8 +517,10 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
     }
   }
 
+  if (auto it = current.find(call.device); it != current.end() && it->second->cut_due)
+    flush_locked(it->second, "repeat");
   std::shared_ptr<Graph>& slot = current[call.device];
-  if (!slot) slot = std::make_shared<Graph>(call.device);
+  if (!slot) slot = Graph::create(call.device);
   std::shared_ptr<Graph> g = slot;
   int n = static_cast<int>(g->nodes.size());
   // Local parameters become graph parameters or links to earlier nodes.
@@ -492,7 +529,6 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
   for (size_t i = 0; i < bases.buffers.size(); ++i) {
     const auto& b = bases.buffers[i];
     BaseRef r;
-    r.type = b->type();
     if (b->graph() == g) {
       r.node = b->graph_node();
       r.result = b->graph_result();
@@ -511,6 +547,19 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
       if (in) in->base = global[in->base.param];
   for (auto& d : node.dests)
     if (d && d->old_base) d->old_base = global[d->old_base->param];
+  // Which graph parameter each destination's storage held before this
+  // graph began writing it (through earlier nodes' writes, too).
+  std::vector<int> replaced(call.destinations.size(), -1);
+  for (size_t j = 0; j < call.destinations.size(); ++j) {
+    if (!call.destinations[j]) continue;
+    const auto& old = call.destinations[j]->target.storage->base;
+    for (size_t i = 0; i < bases.buffers.size(); ++i) {
+      if (bases.buffers[i] != old) continue;
+      const BaseRef& r = global[i];
+      replaced[j] = r.param >= 0 ? r.param : g->replaced_param[r.node][r.result];
+      break;
+    }
+  }
   bases.buffers.clear();  // the graph holds them now; donation counts owners
   g->key += sig;
   g->key += '{';
@@ -519,6 +568,8 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
   g->rolling_hash = fnv(fnv(g->rolling_hash, sig), links);
   g->nodes.push_back(std::move(node));
   g->results.emplace_back(types.size());
+  g->replaced_param.emplace_back(types.size(), -1);
+  for (size_t j = 0; j < replaced.size() && j < types.size(); ++j) g->replaced_param[n][j] = replaced[j];
   for (size_t j = 0; j < types.size(); ++j) {
     results[j] = DeviceBuffer::pending(types[j], call.device, g, n, static_cast<int>(j),
                                        lowering->name);
@@ -537,8 +588,10 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
       if (static_cast<int64_t>(g->nodes.size()) >= env().fuse_max_ops)
         flush_locked(g, "size_bound");
       else if (auto it = flushed_graphs.find(g->rolling_hash);
-               it != flushed_graphs.end() && it->second == g->nodes.size())
-        flush_locked(g, "repeat");
+               it != flushed_graphs.end() && it->second == g->nodes.size()) {
+        if (hold_cuts) g->cut_due = true;
+        else flush_locked(g, "repeat");
+      }
       break;
   }
   return outputs;
@@ -631,16 +684,6 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call) {
   return record(call);
 }
 
-namespace {
-// Takes the results of a graph whose program ran (or compiled) on the worker.
-void settle_locked(const std::shared_ptr<Graph>& g) {
-  if (!g->job) return;
-  std::shared_ptr<CompileJob> job = std::move(g->job);
-  in_flight.erase(std::remove(in_flight.begin(), in_flight.end(), g), in_flight.end());
-  job->adopt_live();
-}
-}  // namespace
-
 void flush_graph(const std::shared_ptr<Graph>& graph, const char* reason) {
   std::lock_guard<std::recursive_mutex> lock(mu);
   flush_locked(graph, reason);
@@ -657,6 +700,11 @@ void flush_all(const char* reason) {
 }
 
 void set_origin_provider(OriginProvider provider) { origin_provider = provider; }
+
+void hold_repeat_cuts(bool hold) {
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  hold_cuts = hold;
+}
 
 // ---------------------------------------------------------------- capture
 
@@ -683,7 +731,7 @@ void begin_capture(int device) {
   Runtime::get().check_device(device);
   TPU_CHECK(!capture_graph, ErrorKind::Runtime, "a torch.compile capture is already running");
   flush_all("capture");
-  capture_graph = std::make_shared<Graph>(device);
+  capture_graph = Graph::create(device);
   capture_graph->capturing = true;
   current[device] = capture_graph;
 }

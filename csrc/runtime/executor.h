@@ -53,6 +53,10 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call);
 void flush_graph(const std::shared_ptr<Graph>& graph, const char* reason);
 // Flushes every device's pending graph.
 void flush_all(const char* reason);
+// While held (an optimizer step runs), a repeat cut marks the graph due
+// instead of flushing it; a due graph is flushed before the next op is
+// recorded or at the next flush (the step's end).
+void hold_repeat_cuts(bool hold);
 
 // torch.compile: the ops recorded between begin_capture and end_capture form
 // one program that is compiled once and then launched for every call with

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
+#include "common/release_queue.h"
 #include "lowering/common.h"
 
 namespace torch_tpu::runtime {
@@ -12,6 +13,15 @@ namespace torch_tpu::runtime {
 using hlo::ElementType;
 using hlo::Value;
 using lowering::Arg;
+
+std::shared_ptr<Graph> Graph::create(int device) {
+  return std::shared_ptr<Graph>(new Graph(device), [](Graph* g) {
+    // Buffers go now: whether anyone else holds one decides donation.
+    g->params.clear();
+    g->job.reset();
+    release_later([g] { delete g; }, 0);
+  });
+}
 
 int Graph::param_of(const std::shared_ptr<DeviceBuffer>& buffer) {
   for (size_t i = 0; i < params.size(); ++i)
@@ -121,7 +131,7 @@ std::vector<std::vector<Value>> build_graph(hlo::Builder& b, Graph& g,
 }
 
 std::shared_ptr<const NodeTypes> node_types(const std::string& signature, const Node& node,
-                                            const std::vector<hlo::TensorType>& param_types) {
+                                            const std::vector<std::shared_ptr<DeviceBuffer>>& bases) {
   static std::mutex mu;
   static std::unordered_map<std::string, std::shared_ptr<const NodeTypes>> cache;
   {
@@ -133,7 +143,7 @@ std::shared_ptr<const NodeTypes> node_types(const std::string& signature, const 
   // and dtypes (raising like the CPU) and gives the result types.
   hlo::Builder b;
   std::vector<Value> params;
-  for (const auto& t : param_types) params.push_back(b.parameter(t));
+  for (const auto& base : bases) params.push_back(b.parameter(base->type()));
   Resolver resolve = [&](const BaseRef& r) -> Value { return params.at(r.param); };
   std::vector<NumberParam> numbers;
   auto types = std::make_shared<NodeTypes>();

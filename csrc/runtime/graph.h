@@ -33,7 +33,6 @@ namespace torch_tpu::runtime {
 struct BaseRef {
   int param = -1;               // an existing buffer: index into Graph::params
   int node = -1, result = -1;   // or a result of an earlier node
-  hlo::TensorType type;
 };
 
 struct NodeInput {
@@ -70,16 +69,23 @@ struct CompileJob;  // runtime/executor.cpp
 
 class Graph : public std::enable_shared_from_this<Graph> {
  public:
-  explicit Graph(int device) : device(device) {}
+  // A spent graph (a step's hundreds of nodes) is freed on the release
+  // thread: the last reference drops on the hot path, when its results are
+  // taken.
+  static std::shared_ptr<Graph> create(int device);
 
   int device;
   std::vector<Node> nodes;
   std::vector<std::shared_ptr<DeviceBuffer>> params;
   // results[n][r]: the buffer of result r of node n while anyone holds it.
   std::vector<std::vector<std::weak_ptr<DeviceBuffer>>> results;
+  // replaced_param[n][r]: the parameter whose storage result r of node n
+  // became the new base of (an in-place write), or -1. Donation pairs them.
+  std::vector<std::vector<int>> replaced_param;
   std::string key;
   uint64_t rolling_hash = 1469598103934665603ULL;
   bool flushed = false;
+  bool cut_due = false;  // complete: a held repeat cut (runtime/executor.h)
   bool capturing = false;  // recorded for torch.compile: never flushed, only captured
   // Set while its program compiles on the worker thread (defer_and_fuse).
   std::shared_ptr<CompileJob> job;
@@ -87,6 +93,9 @@ class Graph : public std::enable_shared_from_this<Graph> {
   int param_of(const std::shared_ptr<DeviceBuffer>& buffer);
   // "aten::mm (at model.py:12)" for messages about node n.
   std::string describe(int n) const;
+
+ private:
+  explicit Graph(int device) : device(device) {}
 };
 
 // Builds the program of a graph into `b`: parameters first (one per external
@@ -105,7 +114,8 @@ std::vector<std::vector<hlo::Value>> build_graph(hlo::Builder& b, Graph& g,
 
 // The types of a node's outputs and results; builds the node alone (and
 // raises its shape and dtype errors) the first time a signature is seen.
+// `bases`: the node's distinct input bases, its local parameters.
 std::shared_ptr<const NodeTypes> node_types(const std::string& signature, const Node& node,
-                                            const std::vector<hlo::TensorType>& param_types);
+                                            const std::vector<std::shared_ptr<DeviceBuffer>>& bases);
 
 }  // namespace torch_tpu::runtime

@@ -5,7 +5,7 @@
 
 #include "common/env.h"
 #include "common/error.h"
-#include "pjrt/buffer_release.h"
+#include "common/release_queue.h"
 #include "pjrt/discovery.h"
 #include "runtime/device_buffer.h"
 #include "runtime/disk_cache.h"
@@ -133,7 +133,7 @@ void Runtime::synchronize(int device) {
     } catch (const Error&) {
     }
   }
-  pjrt::drain_buffer_releases();
+  drain_releases();
 }
 
 

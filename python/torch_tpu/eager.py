@@ -18,7 +18,7 @@ selects debug, TORCH_TPU_DEFER_AND_FUSE=1 defer_and_fuse.
 import contextlib
 
 import torch
-from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from . import _C
 
@@ -54,14 +54,17 @@ def flush(reason: str = "user") -> None:
 
 def metrics() -> dict:
     """Counters since start (or reset_metrics()): ops recorded, graphs
-    launched, program cache hits and misses, compilations and their time,
-    persistent-cache hits, flushes by reason, bytes moved to the device."""
+    launched, the results they wrote out (values still referenced when the
+    graph ran; the rest were fused away), program cache hits and misses,
+    compilations and their time, persistent-cache hits, flushes by reason,
+    bytes moved to the device."""
     raw = dict(_C._counters())
     flushes = {k[len("flush."):]: v for k, v in raw.items() if k.startswith("flush.")}
     return {
         "eager_mode": get_eager_mode(),
         "ops_recorded": raw.get("ops_recorded", 0),
         "graphs_launched": raw.get("launches", 0),
+        "graph_outputs": raw.get("graph_outputs", 0),
         "cache_hits": raw.get("hits", 0),
         "cache_misses": raw.get("misses", 0),
         "graphs_compiled": raw.get("compiled", 0),
@@ -77,7 +80,7 @@ def metrics() -> dict:
 def metrics_report() -> str:
     m = metrics()
     lines = [f"torch_tpu metrics (eager mode: {m['eager_mode']})"]
-    for key in ("ops_recorded", "graphs_launched", "cache_hits", "cache_misses",
+    for key in ("ops_recorded", "graphs_launched", "graph_outputs", "cache_hits", "cache_misses",
                 "graphs_compiled", "disk_cache_hits", "donated_buffers", "bytes_to_device",
                 "bytes_to_host"):
         lines.append(f"  {key:<18} {m[key]}")
@@ -93,6 +96,13 @@ def reset_metrics() -> None:
     _C._reset_counters()
 
 
+def _hold_cuts_during_optimizer_step(optimizer, args, kwargs):
+    # A repeat cut found inside the step waits for its end, when the step's
+    # temporaries are dead and need not be written out.
+    if not torch.compiler.is_compiling():
+        _C._hold_repeat_cuts(True)
+
+
 def _flush_after_optimizer_step(optimizer, args, kwargs):
     # A training loop's optimizer step is a natural, deterministic cut: the
     # graphs before and after it recur every iteration and hit the cache.
@@ -100,8 +110,10 @@ def _flush_after_optimizer_step(optimizer, args, kwargs):
     # cannot trace the call).
     if torch.compiler.is_compiling():
         return
+    _C._hold_repeat_cuts(False)
     if _C._eager_mode() == "defer_and_fuse":
         _C._flush("optimizer_step")
 
 
+register_optimizer_step_pre_hook(_hold_cuts_during_optimizer_step)
 register_optimizer_step_post_hook(_flush_after_optimizer_step)

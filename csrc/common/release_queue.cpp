@@ -1,23 +1,23 @@
-#include "pjrt/buffer_release.h"
+#include "common/release_queue.h"
 
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <vector>
 
-namespace torch_tpu::pjrt {
+namespace torch_tpu {
 
 namespace {
 
-class Releaser {
+class ReleaseQueue {
  public:
-  Releaser() : thread_([this] { loop(); }) { thread_.detach(); }
+  ReleaseQueue() : thread_([this] { loop(); }) { thread_.detach(); }
 
-  // Wakes the thread once per batch -- a wake-up per buffer costs more than
+  // Wakes the thread once per batch -- a wake-up per task costs more than
   // recording a small op -- or as soon as a lot of memory waits.
-  void push(const Api* api, PJRT_Buffer* buffer, size_t nbytes) {
+  void push(std::function<void()> task, size_t nbytes) {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({api, buffer});
+    queue_.push_back(std::move(task));
     bytes_ += nbytes;
     if (idle_ && (queue_.size() >= kBatch || bytes_ >= kBytes)) wake_.notify_one();
   }
@@ -32,13 +32,9 @@ class Releaser {
  private:
   static constexpr size_t kBatch = 64;
   static constexpr size_t kBytes = size_t{64} << 20;
-  struct Entry {
-    const Api* api;
-    PJRT_Buffer* buffer;
-  };
 
   void loop() {
-    std::vector<Entry> batch;
+    std::vector<std::function<void()>> batch;
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(mu_);
@@ -52,36 +48,31 @@ class Releaser {
         batch.swap(queue_);
         bytes_ = 0;
       }
-      for (const Entry& e : batch) {
-        PJRT_Buffer_Destroy_Args args{};
-        args.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
-        args.buffer = e.buffer;
-        e.api->PJRT_Buffer_Destroy(&args);  // an error here has nobody left to tell
-      }
+      for (auto& task : batch) task();  // a task may queue more: the lock is not held
       batch.clear();
     }
   }
 
   std::mutex mu_;
   std::condition_variable wake_, done_;
-  std::vector<Entry> queue_;
+  std::vector<std::function<void()>> queue_;
   size_t bytes_ = 0;
   bool idle_ = false;
   bool draining_ = false;
   std::thread thread_;
 };
 
-Releaser& releaser() {
-  static Releaser* r = new Releaser();  // never destroyed: buffers die until exit
-  return *r;
+ReleaseQueue& release_queue() {
+  static ReleaseQueue* q = new ReleaseQueue();  // never destroyed: things die until exit
+  return *q;
 }
 
 }  // namespace
 
-void release_buffer(const Api* api, PJRT_Buffer* buffer, size_t nbytes) {
-  releaser().push(api, buffer, nbytes);
+void release_later(std::function<void()> task, size_t nbytes) {
+  release_queue().push(std::move(task), nbytes);
 }
 
-void drain_buffer_releases() { releaser().drain(); }
+void drain_releases() { release_queue().drain(); }
 
-}  // namespace torch_tpu::pjrt
+}  // namespace torch_tpu
