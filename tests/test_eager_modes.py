@@ -261,6 +261,20 @@ def test_second_process_warm_starts_from_the_disk_cache(tmp_path):
     assert float(t1) >= 5 * float(t2), (t1, t2)
 
 
+def test_other_xla_flags_do_not_reuse_cached_executables(tmp_path):
+    # XLA_FLAGS change the plugin's code generation: an executable compiled
+    # under other flags must be compiled afresh, not loaded.
+    env = {"TORCH_TPU_CACHE_DIR": str(tmp_path / "cache")}
+    first = run_python(WARM_START, XLA_FLAGS="", **env)
+    other = run_python(WARM_START, XLA_FLAGS="--xla_cpu_enable_fast_math=false", **env)
+    again = run_python(WARM_START, XLA_FLAGS="--xla_cpu_enable_fast_math=false", **env)
+    assert all(r.returncode == 0 for r in (first, other, again)), first.stderr + other.stderr
+    compiled, hits = first.stdout.split()[:2]
+    assert int(compiled) > 0 and int(hits) == 0
+    assert other.stdout.split()[:2] == [compiled, "0"]
+    assert again.stdout.split()[:2] == ["0", compiled]
+
+
 def test_concurrent_processes_share_the_cache(tmp_path):
     env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path / "cache"))
     procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(WARM_START)], env=env,

@@ -49,6 +49,7 @@ const Env& env() {
     r.fuse_max_ops = number("TORCH_TPU_FUSE_MAX_OPS", 4096);
     r.pjrt_plugin = get("TORCH_TPU_PJRT_PLUGIN");
     r.launch_blocking = flag("TPU_LAUNCH_BLOCKING");
+    r.xla_flags = get("XLA_FLAGS");
     return r;
   }();
   return e;
@@ -76,6 +77,8 @@ std::vector<EnvVarDoc> env_table() {
        e.pjrt_plugin},
       {"TPU_LAUNCH_BLOCKING", "1: start in the debug eager mode (wait for every op)",
        b(e.launch_blocking)},
+      {"XLA_FLAGS", "XLA's own flags, read by the plugin's compiler; they key the persistent cache",
+       e.xla_flags},
   };
 }
 

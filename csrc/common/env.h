@@ -1,5 +1,6 @@
-// Every TORCH_TPU_* environment variable, declared and documented here and
-// read once, at first use. Python's torch_tpu.env_table() lists this table.
+// Every TORCH_TPU_* environment variable (and the others we read: XLA_FLAGS),
+// declared and documented here and read once, at first use. Python's
+// torch_tpu.env_table() lists this table.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@ struct Env {
   int64_t fuse_max_ops = 0;         // TORCH_TPU_FUSE_MAX_OPS: size bound of a deferred graph
   std::string pjrt_plugin;          // TORCH_TPU_PJRT_PLUGIN: path of the PJRT plugin to load
   bool launch_blocking = false;     // TPU_LAUNCH_BLOCKING=1: start in debug mode
+  std::string xla_flags;            // XLA_FLAGS: read by the plugin's XLA; part of cache keys
 };
 
 const Env& env();

@@ -6,7 +6,8 @@
 //    the device, at synchronization, at TORCH_TPU_FUSE_MAX_OPS ops, at an
 //    optimizer step, or when the op sequence since the last cut repeats a
 //    graph flushed before (so a training loop's graphs recur and hit the
-//    cache).
+//    cache). A repeat cut inside an optimizer step is held until the step
+//    returns (runtime/executor.h: hold_repeat_cuts).
 // The mode is per process: graphs hold buffers of every thread.
 #pragma once
 

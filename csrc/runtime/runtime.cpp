@@ -83,8 +83,11 @@ std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir,
                                                    int device) {
   if (env().dump_hlo) std::cerr << mlir << std::endl;
   auto start = std::chrono::steady_clock::now();
+  // XLA_FLAGS change what the plugin's compiler emits (fast math, ISA), so
+  // an executable compiled under other flags is another entry.
   std::string disk_key = client_->plugin().identity() + "|" + client_->platform_version() +
-                         "|device " + std::to_string(client_->device_info(device).id) + "|" + mlir;
+                         "|XLA_FLAGS " + env().xla_flags + "|device " +
+                         std::to_string(client_->device_info(device).id) + "|" + mlir;
   std::unique_ptr<pjrt::Executable> exe;
   if (auto bytes = disk_cache().load(disk_key)) {
     try {
