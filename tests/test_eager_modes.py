@@ -106,12 +106,17 @@ def test_size_bound_cuts_graphs():
     assert "25.0" in r.stdout
 
 
-def test_training_loop_graphs_recur_and_hit_the_cache(defer):
+def mlp_on_tpu_and_cpu(activation):
+    """One small MLP twice: on `tpu`, and on the CPU as the reference."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
-    ref_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
-    ref_model.load_state_dict(model.state_dict())
-    model = model.to("tpu")
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), activation(), torch.nn.Linear(16, 2))
+    ref = torch.nn.Sequential(torch.nn.Linear(8, 16), activation(), torch.nn.Linear(16, 2))
+    ref.load_state_dict(model.state_dict())
+    return model.to("tpu"), ref
+
+
+def test_training_loop_graphs_recur_and_hit_the_cache(defer):
+    model, ref_model = mlp_on_tpu_and_cpu(torch.nn.ReLU)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     ref_opt = torch.optim.SGD(ref_model.parameters(), lr=0.1)
     x, y = torch.randn(16, 8), torch.randint(0, 2, (16,))
@@ -326,11 +331,7 @@ def test_optimizer_step_temporaries_are_not_graph_outputs(defer):
     # cut waits for the step to return, so AdamW's temporaries (the
     # denominators) are dead and fused away. What stays live: each
     # parameter, its two moments and its gradient, and the loss.
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
-    ref = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
-    ref.load_state_dict(model.state_dict())
-    model = model.to("tpu")
+    model, ref = mlp_on_tpu_and_cpu(torch.nn.Tanh)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=True)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, foreach=True)
     x, y = torch.randn(16, 8), torch.randn(16, 2)
