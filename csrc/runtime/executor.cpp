@@ -176,7 +176,7 @@ std::shared_ptr<pjrt::Buffer> number_buffer(const lowering::Number& n, ElementTy
 }  // namespace
 
 // One launch of a graph: compile (if new) and execute. It runs on the
-// calling thread, or for a new program in defer_and_fuse on the compile
+// calling thread (strict, debug) or, in defer_and_fuse, on the compile
 // worker, touching nothing but its own fields; the recording thread then
 // adopts its outputs into the graph's live buffers.
 struct CompileJob {
@@ -241,7 +241,7 @@ struct CompileJob {
 
 namespace {
 
-// A single worker: programs compile one at a time, in flush order.
+// A single worker: programs compile and launch one at a time, in flush order.
 class CompileWorker {
  public:
   CompileWorker() { std::thread([this] { loop(); }).detach(); }
@@ -549,8 +549,8 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
     if (d && d->old_base) d->old_base = global[d->old_base->param];
   // Which graph parameter each destination's storage held before this
   // graph began writing it (through earlier nodes' writes, too).
-  std::vector<int> replaced(call.destinations.size(), -1);
-  for (size_t j = 0; j < call.destinations.size(); ++j) {
+  std::vector<int> replaced(types.size(), -1);
+  for (size_t j = 0; j < call.destinations.size() && j < types.size(); ++j) {
     if (!call.destinations[j]) continue;
     const auto& old = call.destinations[j]->target.storage->base;
     for (size_t i = 0; i < bases.buffers.size(); ++i) {
@@ -568,8 +568,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
   g->rolling_hash = fnv(fnv(g->rolling_hash, sig), links);
   g->nodes.push_back(std::move(node));
   g->results.emplace_back(types.size());
-  g->replaced_param.emplace_back(types.size(), -1);
-  for (size_t j = 0; j < replaced.size() && j < types.size(); ++j) g->replaced_param[n][j] = replaced[j];
+  g->replaced_param.push_back(std::move(replaced));
   for (size_t j = 0; j < types.size(); ++j) {
     results[j] = DeviceBuffer::pending(types[j], call.device, g, n, static_cast<int>(j),
                                        lowering->name);

@@ -18,7 +18,6 @@ std::shared_ptr<Graph> Graph::create(int device) {
   return std::shared_ptr<Graph>(new Graph(device), [](Graph* g) {
     // Buffers go now: whether anyone else holds one decides donation.
     g->params.clear();
-    g->job.reset();
     release_later([g] { delete g; }, 0);
   });
 }

@@ -87,7 +87,7 @@ class Graph : public std::enable_shared_from_this<Graph> {
   bool flushed = false;
   bool cut_due = false;  // complete: a held repeat cut (runtime/executor.h)
   bool capturing = false;  // recorded for torch.compile: never flushed, only captured
-  // Set while its program compiles on the worker thread (defer_and_fuse).
+  // Set while its program compiles or launches on the worker (defer_and_fuse).
   std::shared_ptr<CompileJob> job;
 
   int param_of(const std::shared_ptr<DeviceBuffer>& buffer);
