@@ -4,8 +4,9 @@ example, whose matmuls dominate a step on this CPU, and a small one whose
 steps are dominated by per-op host work, as every step is on an
 accelerator), and a memory-bound chain of elementwise ops -- each in strict,
 debug and defer_and_fuse on `tpu`, next to PyTorch's CPU eager. Prints steps
-per second, the ratios and the matmul GFLOP/s each mode reaches; writes JSON
-and a PNG chart.
+per second, the ratios (of the medians, and paired within each interleaved
+round with their spread) and the matmul GFLOP/s each mode reaches; writes
+JSON and a PNG chart.
 
     python3 benchmarks/eager_modes.py [--sizes issue,small]"""
 import argparse
@@ -108,12 +109,22 @@ def measure(workload, args):
         # Blocks of at least ~0.3 s, so that fast steps are not timed one
         # clock tick at a time.
         steps = max(args.steps, math.ceil(0.3 / timed_block(step, device, config, 1)))
+        # One untimed block of that length: where a block ends changes where
+        # defer_and_fuse cuts its last graph, which may be a graph not yet
+        # compiled.
+        timed_block(step, device, config, steps)
         runs[config] = (step, device, steps)
     times = {c: [] for c in configs}
     for r in range(args.repeats):
         for config in configs if r % 2 == 0 else reversed(configs):
             times[config].append(timed_block(*runs[config][:2], config, runs[config][2]))
-    return {c: 1.0 / statistics.median(ts) for c, ts in times.items()}
+    return {c: 1.0 / statistics.median(ts) for c, ts in times.items()}, times
+
+
+def paired_ratios(times, num, den):
+    """num's speed over den's within each round: the blocks of one round ran
+    seconds apart, so the machine's drift between rounds cancels."""
+    return [d / n for n, d in zip(times[num], times[den])]
 
 
 class _null:
@@ -130,12 +141,12 @@ def main():
     p.add_argument("--chain-elems", type=int, default=1 << 22)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--repeats", type=int, default=5, help="interleaved rounds (median reported)")
+    p.add_argument("--repeats", type=int, default=9, help="interleaved rounds (median reported)")
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--out", default="benchmarks/results/eager_modes")
     args = p.parse_args()
 
-    results, gflops = {}, {}
+    results, gflops, block_times = {}, {}, {}
     runs = []
     for workload in args.workloads.split(","):
         if workload == "elementwise_chain":
@@ -145,12 +156,17 @@ def main():
     for name, workload, size in runs:
         if size is not None:
             vars(args).update(SIZES[size])
-        row = measure(workload, args)
+        row, times = measure(workload, args)
         results[name] = row
+        block_times[name] = times
         print(f"{name}: " + ", ".join(f"{k} {v:.3f} steps/s" for k, v in row.items()))
         print(f"  defer_and_fuse / strict = {row['defer_and_fuse'] / row['strict']:.2f}x, "
               f"defer_and_fuse / cpu eager = {row['defer_and_fuse'] / row['cpu_eager']:.2f}x, "
               f"strict / cpu eager = {row['strict'] / row['cpu_eager']:.2f}x")
+        for num, den in (("defer_and_fuse", "strict"), ("defer_and_fuse", "cpu_eager")):
+            rs = paired_ratios(times, num, den)
+            print(f"  {num} / {den} per round: median {statistics.median(rs):.2f}x, "
+                  f"range {min(rs):.2f}x-{max(rs):.2f}x over {len(rs)} rounds")
         if size is not None:
             flops = step_flops(**SIZES[size], train=workload == "train_step")
             gflops[name] = {k: v * flops / 1e9 for k, v in row.items()}
@@ -159,6 +175,7 @@ def main():
     with open(args.out + ".json", "w") as f:
         json.dump({"config": vars(args), "sizes": SIZES, "steps_per_second": results,
                    "matmul_gflops_per_second": gflops,
+                   "seconds_per_step_by_round": block_times,
                    "platform": torch_tpu.platform()}, f, indent=2)
     try:
         import matplotlib

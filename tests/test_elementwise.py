@@ -141,6 +141,20 @@ def test_erf_family_accuracy(dtype):
     torch.testing.assert_close(torch.erfinv(dev(ends)).cpu(), torch.erfinv(ends), equal_nan=True)
 
 
+def test_erf_saturates_exactly_and_gelu_tail_is_zero_as_on_cpu():
+    # float32 erf rounds to +-1 from |x| ~ 3.92 on; 1 + erf must then be exactly
+    # 0, or GELU's far negative tail (x (1 + erf) / 2) would grow with |x|.
+    t = torch.tensor([4.0, 10.0, -5.0, -1e4, math.inf, -math.inf])
+    assert torch.equal(torch.erf(dev(t)).cpu(), torch.erf(t))
+    x = torch.tensor([-1e4, -100.0, -30.0], requires_grad=True)
+    xd = x.detach().to(DEV).requires_grad_()
+    y, yd = F.gelu(x), F.gelu(xd)
+    assert torch.equal(yd.cpu(), y) and (y == 0).all()
+    y.sum().backward()
+    yd.sum().backward()
+    assert torch.equal(xd.grad.cpu(), x.grad)
+
+
 @pytest.mark.parametrize("name", ["floor", "ceil", "round", "trunc", "frac"])
 @pytest.mark.parametrize("dtype", ALL, ids=str)
 def test_rounding(name, dtype):

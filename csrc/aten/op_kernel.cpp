@@ -262,8 +262,13 @@ class ArgReader {
       return;
     }
     if (v.isTensorList()) {
+      // Read in place and sized once: _foreach_ lists are long, and copying
+      // their tensors or growing the inputs one by one showed in profiles of
+      // optimizer steps.
       a.kind = Arg::Kind::TensorList;
-      for (const at::Tensor& t : v.toTensorVector()) ins.push_back(tensor_input(t, nullptr));
+      const auto& list = v.toListRef();
+      ins.reserve(list.size());
+      for (const c10::IValue& e : list) ins.push_back(tensor_input(e.toTensor(), nullptr));
       return;
     }
     if (v.isList() && type->kind() == c10::TypeKind::ListType) {
@@ -272,6 +277,7 @@ class ArgReader {
           elem->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType;
       if (optional_tensors) {  // Tensor?[] (indices)
         a.kind = Arg::Kind::TensorList;
+        ins.reserve(v.toListRef().size());
         for (const c10::IValue& e : v.toListRef())
           ins.push_back(e.isTensor() ? tensor_input(e.toTensor(), nullptr) : std::nullopt);
         return;

@@ -128,10 +128,14 @@ Value gelu_2u(Builder& b, Value x) {
   return b.mul(splat(b, 2 * kSqrt2OverPi, x), b.add(x, b.mul(splat(b, kGeluCubic, x), cube)));
 }
 
-// Phi(x) = erfc(-x / sqrt 2) / 2, which stays accurate for negative x where
-// (1 + erf(x / sqrt 2)) / 2 cancels.
+// Phi(x) = (1 + erf(x / sqrt 2)) / 2, as PyTorch's CPU kernels compute it:
+// one erf, no exp. (erfc(-x / sqrt 2) / 2 keeps the relative accuracy of the
+// far negative tail, where the sum cancels, but its exps made GELU's
+// backward the costliest kernel of a fused training step; the CPU reference
+// cancels the same way.)
 Value normal_cdf(Builder& b, Value x) {
-  return b.mul(erfc(b, b.mul(x, splat(b, -M_SQRT1_2, x))), splat(b, 0.5, x));
+  Value e = erf(b, b.mul(x, splat(b, M_SQRT1_2, x)));
+  return b.mul(b.add(splat(b, 1, x), e), splat(b, 0.5, x));
 }
 
 Values lower_gelu(Context& ctx, const Args& args) {

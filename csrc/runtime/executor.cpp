@@ -227,6 +227,8 @@ struct CompileJob {
   void adopt_live() {
     std::vector<std::shared_ptr<DeviceBuffer>> targets;
     std::vector<std::unique_ptr<pjrt::Buffer>> kept;
+    targets.reserve(live.size());
+    kept.reserve(live.size());
     wait();
     for (size_t k = 0; k < live.size(); ++k) {
       if (auto b = live[k].lock()) {
@@ -315,12 +317,18 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   for (size_t p = 0; p < g.params.size(); ++p)
     for (size_t k = 0; k < live.size() && alias[p] < 0; ++k)
       if (donatable(p, k)) pair(p, k);
-  std::string key = g.key;
+  std::string key;
+  key.reserve(g.key.size() + 8 * (live_ids.size() + alias.size()) + 32);
+  key += g.key;
   key += "|live:";
-  for (const auto& [n, r] : live_ids) key += std::to_string(n) + "." + std::to_string(r) + ",";
+  for (const auto& [n, r] : live_ids) {
+    append_int(key, n, '.');
+    append_int(key, r, ',');
+  }
   key += "|donate:";
-  for (int a : alias) key += std::to_string(a) + ",";
-  key += "@" + std::to_string(g.device);
+  for (int a : alias) append_int(key, a, ',');
+  key += '@';
+  append_int(key, g.device);
 
   std::shared_ptr<CompiledProgram> program = rt.lookup(key);
   std::string mlir;
@@ -347,6 +355,7 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   // Parameters: the graph's buffers (an input that carries an error poisons
   // every result), then numbers and generator states.
   auto job = std::make_shared<CompileJob>();
+  job->args.reserve(g.params.size() + program->numbers.size());
   for (const auto& p : g.params) {
     if (p->state() == DeviceBuffer::State::Error)
       return poison(live, p->error_message());
@@ -378,7 +387,7 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
     // The program compiles (if new) and launches on the worker thread while
     // this thread records what comes next; its results are taken when first
     // needed.
-    for (const auto& b : live) job->live.push_back(b);
+    job->live.assign(live.begin(), live.end());
     g.job = job;
     in_flight.push_back(g.shared_from_this());
     compile_worker().submit(job);
@@ -408,6 +417,8 @@ void flush_locked(std::shared_ptr<Graph> g, const char* reason) {
 
   std::vector<std::shared_ptr<DeviceBuffer>> live;
   std::vector<std::pair<int, int>> live_ids;
+  live.reserve(g->results.size());
+  live_ids.reserve(g->results.size());
   for (size_t n = 0; n < g->results.size(); ++n) {
     for (size_t r = 0; r < g->results[n].size(); ++r) {
       if (auto b = g->results[n][r].lock()) {
