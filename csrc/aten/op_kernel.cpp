@@ -167,9 +167,11 @@ class ArgReader {
   void read(const std::vector<std::pair<const c10::Argument*, c10::IValue>>& args,
             bool implicit_generator) {
     // Arg is large: growing the vectors one element at a time costs more
-    // than the rest of recording a small op.
-    call_.args.reserve(args.size() + 1);
-    call_.inputs.reserve(args.size() + 1);
+    // than the rest of recording a small op. Sized exactly: a request of
+    // 1 KiB or more (four Args) makes glibc consolidate its free lists first.
+    size_t count = args.size() + (implicit_generator ? 1 : 0);
+    call_.args.reserve(count);
+    call_.inputs.reserve(count);
     for (const auto& [schema_arg, value] : args) {
       Arg a;
       a.index = static_cast<int>(call_.args.size());
