@@ -279,8 +279,9 @@ class ArgReader {
           elem->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType;
       if (optional_tensors) {  // Tensor?[] (indices)
         a.kind = Arg::Kind::TensorList;
-        ins.reserve(v.toListRef().size());
-        for (const c10::IValue& e : v.toListRef())
+        const auto& list = v.toListRef();
+        ins.reserve(list.size());
+        for (const c10::IValue& e : list)
           ins.push_back(e.isTensor() ? tensor_input(e.toTensor(), nullptr) : std::nullopt);
         return;
       }
@@ -497,7 +498,7 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     };
     for (int idx : route.written) {
       if (values[idx].isTensorList()) {  // _foreach_*_: one destination per element
-        for (const at::Tensor& t : values[idx].toTensorList().vec()) add_destination(t);
+        for (const c10::IValue& e : values[idx].toListRef()) add_destination(e.toTensor());
       } else {
         add_destination(values[idx].toTensor());
       }
@@ -509,15 +510,15 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     if (values[w].isTensorList()) {
       // Element k is written from element k of the other lists (and from the
       // plain tensors), as PyTorch's per-tensor loop would.
-      auto dsts = values[w].toTensorList().vec();
+      const auto& dsts = values[w].toListRef();
       for (size_t i = 0; i < values.size(); ++i) {
         if (static_cast<int>(i) == w) continue;
         if (values[i].isTensorList()) {
-          auto srcs = values[i].toTensorList().vec();
+          const auto& srcs = values[i].toListRef();
           for (size_t k = 0; k < dsts.size() && k < srcs.size(); ++k)
-            at::assert_no_partial_overlap(dsts[k], srcs[k]);
+            at::assert_no_partial_overlap(dsts[k].toTensor(), srcs[k].toTensor());
         } else if (values[i].isTensor() && values[i].toTensor().defined()) {
-          for (const auto& d : dsts) at::assert_no_partial_overlap(d, values[i].toTensor());
+          for (const auto& d : dsts) at::assert_no_partial_overlap(d.toTensor(), values[i].toTensor());
         }
       }
       continue;
