@@ -1,6 +1,6 @@
-// Softmax, log-softmax and layer norm, forward and backward. F.softmax,
-// F.layer_norm and cross_entropy are composite and reach the backend as these
-// ops. Half-precision inputs are computed in f32 and rounded once at the end,
+// Softmax, log-softmax, layer norm and weight norm, forward and backward.
+// F.softmax, F.layer_norm, cross_entropy and nn.utils.weight_norm are composite
+// and reach the backend as these ops. Half-precision inputs are computed in f32 and rounded once at the end,
 // as PyTorch's kernels do.
 #include "lowering/common.h"
 #include "lowering/registry.h"
@@ -197,12 +197,77 @@ std::vector<Value> lower_native_layer_norm_backward(Context& ctx, const Args& a)
           cast(b, db, bias ? bias->dtype() : x.dtype())};
 }
 
+// Weight norm: w = v * (g / ||v||), the norm over every dim but `dim` (0 or the
+// last, as torch._weight_norm calls it). The norms take g's shape; a bfloat16 g
+// keeps them in f32, as the CPU kernel does.
+struct WeightNorm {
+  Dims others;  // the dims each norm runs over
+  E acc, norm_type;
+  Shape g_shape;
+};
+
+WeightNorm weight_norm_plan(const Value& v, const Value& g, const Arg& dim) {
+  check_float("weight_norm", v.dtype());
+  TPU_CHECK(v.rank() >= 1, ErrorKind::Runtime, "weight_norm: v must have at least one dim");
+  int64_t d = wrap_dim(dim.as_int(), v.rank());
+  TPU_CHECK(d == 0 || d == v.rank() - 1, ErrorKind::Runtime,
+            "_weight_norm_interface: the fused kernel applies only to the first or last dim, got ",
+            d, " (torch._weight_norm takes the composite path for the others)");
+  WeightNorm w;
+  for (int64_t i = 0; i < v.rank(); ++i)
+    if (i != d) w.others.push_back(i);
+  TPU_CHECK(g.shape() == reduced_shape(v.shape(), w.others, true), ErrorKind::Runtime,
+            "weight_norm: g of shape ", hlo::shape_str(g.shape()), " does not match v of shape ",
+            hlo::shape_str(v.shape()), " along dim ", d);
+  w.acc = acc_type(promote(v.dtype(), g.dtype()));
+  w.norm_type = g.dtype() == E::BF16 ? E::F32 : g.dtype();
+  w.g_shape = g.shape();
+  return w;
+}
+
+// sum over `others` of x, in g's shape
+Value sum_others(Builder& b, Value x, const WeightNorm& w) {
+  return w.others.empty() ? x : b.reshape(b.reduce_sum(x, w.others), w.g_shape);
+}
+
+// (w, norms)
+std::vector<Value> lower_weight_norm_interface(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value v = a[0].as_tensor(), g = a[1].as_tensor();
+  WeightNorm p = weight_norm_plan(v, g, a[2]);
+  Value va = cast(b, v, p.acc);
+  Value norm = b.sqrt(sum_others(b, b.mul(va, va), p));
+  Value scale = b.div(cast(b, g, p.acc), norm);
+  Value out = b.mul(va, broadcast_to(b, scale, v.shape()));
+  return {cast(b, out, v.dtype()), cast(b, norm, p.norm_type)};
+}
+
+// (grad_v, grad_g) from (grad_w, v, g, norms):
+// grad_g = sum(grad_w * v) / norm, grad_v = (g / norm) * (grad_w - v * grad_g / norm)
+std::vector<Value> lower_weight_norm_interface_backward(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value gw = a[0].as_tensor(), v = a[1].as_tensor(), g = a[2].as_tensor();
+  Value norms = a[3].as_tensor();
+  WeightNorm p = weight_norm_plan(v, g, a[4]);
+  const Shape& shape = v.shape();
+  Value gwa = cast(b, gw, p.acc), va = cast(b, v, p.acc);
+  Value norm = cast(b, norms, p.acc);
+  Value grad_g = b.div(sum_others(b, b.mul(gwa, va), p), norm);
+  Value per_norm = b.div(grad_g, norm);
+  Value scale = b.div(cast(b, g, p.acc), norm);
+  Value grad_v = b.mul(broadcast_to(b, scale, shape),
+                       b.sub(gwa, b.mul(va, broadcast_to(b, per_norm, shape))));
+  return {cast(b, grad_v, v.dtype()), cast(b, grad_g, g.dtype())};
+}
+
 }  // namespace
 
 TPU_LOWERING("aten::_log_softmax", lower_log_softmax);
 TPU_LOWERING("aten::_log_softmax_backward_data", lower_log_softmax_backward);
 TPU_LOWERING("aten::_softmax", lower_softmax);
 TPU_LOWERING("aten::_softmax_backward_data", lower_softmax_backward);
+TPU_LOWERING("aten::_weight_norm_interface", lower_weight_norm_interface);
+TPU_LOWERING("aten::_weight_norm_interface_backward", lower_weight_norm_interface_backward);
 TPU_LOWERING("aten::native_layer_norm", lower_native_layer_norm);
 TPU_LOWERING("aten::native_layer_norm_backward", lower_native_layer_norm_backward);
 
