@@ -50,8 +50,8 @@ Values done(Builder& b, Value v, E t) { return {cast(b, v, t)}; }
 Values lower_relu(Context& ctx, const Args& args) {
   Value x = args.at(0).as_tensor();
   TPU_CHECK(x.dtype() != E::Bool, ErrorKind::Runtime, "Boolean inputs not supported for relu");
-  // maximum keeps NaN, as PyTorch's relu does.
-  return {ctx.b.max(x, splat(ctx.b, 0, x))};
+  // NaN stays NaN, as in PyTorch's relu.
+  return {nan_max(ctx.b, x, splat(ctx.b, 0, x))};
 }
 
 Values lower_leaky_relu(Context& ctx, const Args& args) {

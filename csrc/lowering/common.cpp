@@ -196,6 +196,18 @@ Value cast(hlo::Builder& b, Value v, ElementType t) {
   return b.convert(v, t);
 }
 
+Value is_nan(hlo::Builder& b, Value x) { return b.compare(x, x, hlo::Compare::NE); }
+
+namespace {
+Value nan_propagating(hlo::Builder& b, Value x, Value y, Value m) {
+  if (!hlo::is_float(x.dtype())) return m;
+  return b.select(is_nan(b, x), x, b.select(is_nan(b, y), y, m));
+}
+}  // namespace
+
+Value nan_max(hlo::Builder& b, Value x, Value y) { return nan_propagating(b, x, y, b.max(x, y)); }
+Value nan_min(hlo::Builder& b, Value x, Value y) { return nan_propagating(b, x, y, b.min(x, y)); }
+
 Value number_constant(hlo::Builder& b, const Number& n, ElementType t) {
   bool integral = n.kind == Number::Kind::Int || n.kind == Number::Kind::Bool;
   if (hlo::is_float(t)) return b.constant(integral ? static_cast<double>(n.i) : n.f, t);

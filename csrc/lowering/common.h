@@ -53,6 +53,14 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& dims, bool k
 // dims of a reduction: empty/None means all dims.
 std::vector<int64_t> reduction_dims(const Arg& dims_arg, int64_t rank);
 
+// NaN-propagating maximum and minimum of two values of one type and shape,
+// as torch.maximum, clamp and max/min reductions compute: plugins differ on
+// whether stablehlo.maximum/minimum return a NaN of either operand (the CPU
+// plugin keeps only the first operand's). Integers go straight through.
+Value is_nan(hlo::Builder& b, Value x);
+Value nan_max(hlo::Builder& b, Value x, Value y);
+Value nan_min(hlo::Builder& b, Value x, Value y);
+
 // ---- Math shared by elementwise.cpp and activation.cpp (defined in
 // elementwise.cpp; candidates to move into common.cpp).
 

@@ -43,6 +43,12 @@ Value horner(Builder& b, Value x, const double* c, int n) {
 
 Value is_zero(Builder& b, Value v) { return b.compare(v, splat(b, 0, v), Compare::EQ); }
 Value is_negative(Builder& b, Value v) { return b.compare(v, splat(b, 0, v), Compare::LT); }
+// An odd function's value from r = f(|x|): -r below 0, and x itself at ±0 so
+// that f(-0) is -0, as the CPU computes it.
+Value odd(Builder& b, Value x, Value r) {
+  Value signed_r = b.select(is_negative(b, x), b.neg(r), r);
+  return b.select(b.compare(x, splat(b, 0, x), Compare::EQ), x, signed_r);
+}
 
 // Tensor/Number args converted to t and broadcast to their common shape.
 Values promoted(Context& ctx, std::initializer_list<const Arg*> args, E t) {
@@ -171,7 +177,7 @@ Value erfinv_impl(Builder& b, Value y) {
   Value inf = splat(b, INFINITY, y);
   x = b.select(b.compare(a, one, Compare::EQ), inf, x);
   x = b.select(b.compare(a, one, Compare::GT), splat(b, NAN, y), x);
-  return b.select(is_negative(b, y), b.neg(x), x);
+  return odd(b, y, x);
 }
 
 // Runs `f` in the op-math type of x and rounds the result back once.
@@ -243,7 +249,7 @@ Value sinh_impl(Builder& b, Value x) {
   Value s = half_exp(b, ax);
   Value large = b.sub(s, b.div(splat(b, 0.25, x), s));
   Value r = b.select(b.compare(ax, one, Compare::LT), small, large);
-  return b.select(is_negative(b, x), b.neg(r), r);
+  return odd(b, x, r);
 }
 Value cosh_impl(Builder& b, Value x) {
   Value s = half_exp(b, b.abs(x));
@@ -258,7 +264,7 @@ Value asinh_impl(Builder& b, Value x) {
   Value mid = b.log1p(b.add(ax, b.div(sq, b.add(one, b.sqrt(b.add(one, sq))))));
   Value big = b.add(b.log(ax), splat(b, M_LN2, x));
   Value r = b.select(b.compare(ax, splat(b, 1e8, x), Compare::GT), big, mid);
-  return b.select(is_negative(b, x), b.neg(r), r);
+  return odd(b, x, r);
 }
 // acosh(x) = log1p(t + sqrt(t (t + 2))) with t = x - 1, exact near 1.
 Value acosh_impl(Builder& b, Value x) {
@@ -273,7 +279,7 @@ Value atanh_impl(Builder& b, Value x) {
   Value ax = b.abs(x);
   Value q = b.div(b.mul(ax, splat(b, 2, x)), b.sub(splat(b, 1, x), ax));
   Value r = b.mul(b.log1p(q), splat(b, 0.5, x));
-  return b.select(is_negative(b, x), b.neg(r), r);
+  return odd(b, x, r);
 }
 // ---- complex versions (z = x + iy), from the real functions of the parts.
 bool is_cplx(const Value& v) { return hlo::is_complex(v.dtype()); }
@@ -377,8 +383,6 @@ Values lower_round_decimals(Context& ctx, const Args& args) {
   return {cast(b, r, t)};
 }
 
-Value isnan_(Builder& b, Value x);
-
 // conj_physical: the conjugate, materialized; real values are their own.
 Values lower_conj_physical(Context& ctx, const Args& args) {
   Value x = self_of(args);
@@ -398,7 +402,7 @@ Values lower_angle(Context& ctx, const Args& args) {
   E t = to_float(ctx, x.dtype());
   x = cast(b, x, t);
   Value r = b.select(is_negative(b, x), splat(b, M_PI, x), splat(b, 0, x));
-  return {b.select(isnan_(b, x), x, r)};
+  return {b.select(is_nan(b, x), x, r)};
 }
 
 // sign and sgn of real numbers: NaN has sign 0, as in PyTorch.
@@ -432,7 +436,6 @@ Values float_predicate(Context& ctx, const Args& args) {
   if (!hlo::is_float(x.dtype())) return {ctx.b.full(0, E::Bool, x.shape())};
   return {F(ctx.b, x)};
 }
-Value isnan_(Builder& b, Value x) { return b.compare(x, x, Compare::NE); }
 Value isinf_(Builder& b, Value x) {
   return b.compare(b.abs(x), splat(b, INFINITY, x), Compare::EQ);
 }
@@ -463,7 +466,7 @@ Values lower_nan_to_num(Context& ctx, const Args& args) {
     const Arg& a = args.at(i);
     return splat(b, a.is_none() ? dflt : a.as_float(), x);
   };
-  Value r = b.select(isnan_(b, x), value(1, 0), x);
+  Value r = b.select(is_nan(b, x), value(1, 0), x);
   r = b.select(isposinf_(b, x), value(2, big), r);
   return {b.select(isneginf_(b, x), value(3, -big), r)};
 }
@@ -656,18 +659,18 @@ Values lower_maximum(Context& ctx, const Args& args) {
   E t = result_type(ctx, {&args.at(0), &args.at(1)});
   TPU_CHECK(!hlo::is_complex(t), ErrorKind::Runtime, "maximum not implemented for complex tensors.");
   Values v = promoted(ctx, {&args.at(0), &args.at(1)}, t);
-  return {ctx.b.max(v[0], v[1])};
+  return {nan_max(ctx.b, v[0], v[1])};
 }
 
 Values lower_minimum(Context& ctx, const Args& args) {
   E t = result_type(ctx, {&args.at(0), &args.at(1)});
   TPU_CHECK(!hlo::is_complex(t), ErrorKind::Runtime, "minimum not implemented for complex tensors.");
   Values v = promoted(ctx, {&args.at(0), &args.at(1)}, t);
-  return {ctx.b.min(v[0], v[1])};
+  return {nan_min(ctx.b, v[0], v[1])};
 }
 
-// clamp with optional bounds (Number or Tensor); NaN inputs stay NaN since
-// StableHLO's maximum/minimum propagate NaN.
+// clamp with optional bounds (Number or Tensor); a NaN input or bound gives
+// NaN, as on the CPU.
 Value clamp_impl(Context& ctx, const Arg& x_arg, const Arg* lo, const Arg* hi) {
   if (lo && lo->is_none()) lo = nullptr;
   if (hi && hi->is_none()) hi = nullptr;
@@ -681,8 +684,8 @@ Value clamp_impl(Context& ctx, const Arg& x_arg, const Arg* lo, const Arg* hi) {
   Values v = lo && hi ? promoted(ctx, {&x_arg, lo, hi}, t)
                       : promoted(ctx, {&x_arg, lo ? lo : hi}, t);
   Value r = v[0];
-  if (lo) r = ctx.b.max(r, v[1]);
-  if (hi) r = ctx.b.min(r, v.back());
+  if (lo) r = nan_max(ctx.b, r, v[1]);
+  if (hi) r = nan_min(ctx.b, r, v.back());
   return r;
 }
 
@@ -788,7 +791,7 @@ Values lower_hypot(Context& ctx, const Args& args) {
   Values v = float_only_operands(ctx, args, "hypot_cpu");
   E t = result_type(ctx, {&args.at(0), &args.at(1)});
   Value ax = b.abs(v[0]), ay = b.abs(v[1]);
-  Value hi = b.max(ax, ay), lo = b.min(ax, ay);
+  Value hi = nan_max(b, ax, ay), lo = nan_min(b, ax, ay);
   Value zero = splat(b, 0, hi);
   Value safe_hi = b.select(b.compare(hi, zero, Compare::EQ), splat(b, 1, hi), hi);
   Value r = b.div(lo, safe_hi);
@@ -958,7 +961,7 @@ TPU_LOWERING("aten::gt.Scalar", lower_compare<Compare::GT>);
 TPU_LOWERING("aten::gt.Tensor", lower_compare<Compare::GT>);
 TPU_LOWERING("aten::hypot", lower_hypot);
 TPU_LOWERING("aten::isinf", float_predicate<isinf_>);
-TPU_LOWERING("aten::isnan", float_predicate<isnan_>);
+TPU_LOWERING("aten::isnan", float_predicate<is_nan>);
 TPU_LOWERING("aten::isneginf", float_predicate<isneginf_>);
 TPU_LOWERING("aten::isposinf", float_predicate<isposinf_>);
 TPU_LOWERING("aten::le.Scalar", lower_compare<Compare::LE>);

@@ -22,8 +22,6 @@ bool is_half(E t) { return t == E::F16 || t == E::BF16; }
 // keeps long sums from drifting away from the CPU result.
 E acc_type(E t) { return is_half(t) ? E::F32 : t; }
 
-Value is_nan(Builder& b, Value v) { return b.compare(v, v, Compare::NE); }
-
 enum class Kind { Sum, Prod, Max, Min, And, Or };
 
 Value identity(Builder& b, Kind k, E t) {
@@ -39,20 +37,15 @@ Value identity(Builder& b, Kind k, E t) {
 }
 
 // Elementwise on equal shapes, so reduce bodies and scans share it. Max and
-// min propagate NaN explicitly: torch.max does, and plugins differ on
-// whether stablehlo.maximum does.
+// min propagate NaN, as torch.max does (see nan_max).
 Value combine(Builder& b, Kind k, Value acc, Value x) {
   switch (k) {
     case Kind::Sum: return b.add(acc, x);
     case Kind::Prod: return b.mul(acc, x);
     case Kind::And: return b.and_(acc, x);
     case Kind::Or: return b.or_(acc, x);
-    case Kind::Max:
-    case Kind::Min: {
-      Value m = k == Kind::Max ? b.max(acc, x) : b.min(acc, x);
-      if (!hlo::is_float(x.dtype())) return m;
-      return b.select(is_nan(b, acc), acc, b.select(is_nan(b, x), x, m));
-    }
+    case Kind::Max: return nan_max(b, acc, x);
+    case Kind::Min: return nan_min(b, acc, x);
   }
   fail(ErrorKind::Runtime, "unknown reduction kind");
 }

@@ -23,8 +23,6 @@ using hlo::TensorType;
 using E = ElementType;
 using Values = std::vector<Value>;
 
-Value is_nan(Builder& b, Value v) { return b.compare(v, v, Compare::NE); }
-
 // x before y in ascending order, NaN last.
 Value before(Builder& b, Value x, Value y) {
   Value lt = b.compare(x, y, Compare::LT);

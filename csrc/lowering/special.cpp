@@ -24,7 +24,6 @@ Value lt(Builder& b, Value x, double v) { return b.compare(x, splat(b, v, x), Co
 Value le(Builder& b, Value x, double v) { return b.compare(x, splat(b, v, x), Compare::LE); }
 Value gt(Builder& b, Value x, double v) { return b.compare(x, splat(b, v, x), Compare::GT); }
 Value eq(Builder& b, Value x, double v) { return b.compare(x, splat(b, v, x), Compare::EQ); }
-Value isnan_(Builder& b, Value x) { return b.compare(x, x, Compare::NE); }
 Value recip(Builder& b, Value x) { return b.div(splat(b, 1, x), x); }
 Value trunc_(Builder& b, Value x) { return b.select(lt(b, x, 0), b.ceil(x), b.floor(x)); }
 
@@ -263,7 +262,7 @@ Value entr_impl(Builder& b, Value x) {
   Value r = b.neg(b.mul(x, b.log(x)));
   r = b.select(eq(b, x, 0), splat(b, 0, x), r);
   r = b.select(lt(b, x, 0), splat(b, -INFINITY, x), r);
-  return b.select(isnan_(b, x), x, r);
+  return b.select(is_nan(b, x), x, r);
 }
 
 // erfcx(x) = exp(x^2) erfc(x): erfc times exp(x^2) (split so that x^2 is
@@ -447,7 +446,7 @@ Values lower_xlog1py(Context& ctx, const Args& args) {
   E t = to_float(ctx, result_type(ctx, {&args.at(0), &args.at(1)}));
   Values v = operands(ctx, args, opmath(t));
   Value r = b.mul(v[0], b.log1p(v[1]));
-  r = b.select(b.and_(eq(b, v[0], 0), b.not_(isnan_(b, v[1]))), splat(b, 0, r), r);
+  r = b.select(b.and_(eq(b, v[0], 0), b.not_(is_nan(b, v[1]))), splat(b, 0, r), r);
   return {cast(b, r, t)};
 }
 
@@ -473,8 +472,8 @@ Values lower_fminmax(Context& ctx, const Args& args) {
   if (t == E::Bool) return {Max ? b.or_(v[0], v[1]) : b.and_(v[0], v[1])};
   Value m = Max ? b.max(v[0], v[1]) : b.min(v[0], v[1]);
   if (!hlo::is_float(t)) return {m};
-  m = b.select(isnan_(b, v[1]), v[0], m);
-  return {b.select(isnan_(b, v[0]), v[1], m)};
+  m = b.select(is_nan(b, v[1]), v[0], m);
+  return {b.select(is_nan(b, v[0]), v[1], m)};
 }
 
 Values lower_logaddexp2(Context& ctx, const Args& args) {
@@ -506,7 +505,7 @@ Values lower_nextafter(Context& ctx, const Args& args) {
   Value from_zero = b.select(lt(b, y, 0), b.neg(tiny), tiny);
   Value r = b.select(eq(b, x, 0), from_zero, stepped);
   r = b.select(b.compare(x, y, Compare::EQ), y, r);
-  return {b.select(b.or_(isnan_(b, x), isnan_(b, y)), splat(b, NAN, x), r)};
+  return {b.select(b.or_(is_nan(b, x), is_nan(b, y)), splat(b, NAN, x), r)};
 }
 
 Values while_loop(Builder& b, const Values& init, const hlo::RegionFn& cond,

@@ -190,12 +190,20 @@ Values lower_unfold_backward(Context& ctx, const Args& a) {
   bool scalar = rank == 0;
   Shape in_shape = scalar ? Shape{1} : Shape(in.begin(), in.end());
   int64_t dim = wrap_dim(a[2].as_int(), in_shape.size()), size = a[3].as_int(), step = a[4].as_int();
+  TPU_CHECK(step > 0, ErrorKind::Value, "step is ", step, " but must be > 0");
+  TPU_CHECK(size >= 0, ErrorKind::Runtime, "size is ", size, " but must be >= 0");
   int64_t len = in_shape[dim];
-  int64_t n = (len - size) / step + 1;
+  int64_t n = size <= len ? (len - size) / step + 1 : 0;
   E t = g.dtype(), acc = opmath(t);
   Shape gshape = in_shape;
   gshape[dim] = n;
   gshape.push_back(size);
+  int64_t want = 1, have = 1;
+  for (int64_t d : gshape) want *= d;
+  for (int64_t d : g.shape()) have *= d;
+  TPU_CHECK(n > 0 && want == have, ErrorKind::Runtime, "unfold_backward: grad of shape ",
+            hlo::shape_str(g.shape()), " does not hold windows of size ", size, " and step ", step,
+            " over input sizes ", hlo::shape_str(in_shape), " at dim ", dim);
   Value gv = b.reshape(cast(b, g, acc), gshape);
   int64_t last = int64_t(gshape.size()) - 1;
   Value sum = b.zeros(acc, in_shape);
