@@ -89,3 +89,23 @@ def test_select_backward(dtype):
     check(lambda t: t[:, -1], make((3, 4), dtype), grad=True)
     g = make((3, 2), dtype)
     torch.testing.assert_close(A.select_backward(g.to(DEV), [3, 4, 2], 1, -1).cpu(), A.select_backward(g, [3, 4, 2], 1, -1))
+
+
+@pytest.mark.parametrize("args,err,match", [
+    (([6], 0, 3, 0), ValueError, "step is 0 but must be > 0"),
+    (([6], 0, 3, -2), ValueError, "step is -2 but must be > 0"),
+    (([6], 0, -1, 1), RuntimeError, "size is -1 but must be >= 0"),
+    (([6], 1, 3, 1), IndexError, "Dimension out of range"),
+])
+def test_unfold_backward_bad_arguments_raise_as_on_cpu(args, err, match):
+    # Once a SIGFPE: the window count divided by a zero step.
+    g = torch.randn(2, 3)
+    with pytest.raises(err, match=match):
+        torch.ops.aten.unfold_backward(g, *args)
+    with pytest.raises(err, match=match):
+        torch.ops.aten.unfold_backward(g.to("tpu"), *args)
+
+
+def test_unfold_backward_grad_that_does_not_fit_the_windows_raises():
+    with pytest.raises(RuntimeError, match="unfold_backward"):
+        torch.ops.aten.unfold_backward(torch.randn(2, 3, device="tpu"), [6], 0, 3, 1)
