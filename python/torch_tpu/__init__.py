@@ -92,3 +92,7 @@ from . import dynamo  # noqa: E402,F401  (registers the "tpu" torch.compile back
 from . import amp as _amp  # noqa: E402
 _amp._install()
 sys.modules["torch.tpu.amp"] = _amp
+
+# accelerate (and so the HF Trainer) falls back to tpu instead of cpu (accelerate_device.py says why).
+from . import accelerate_device as _accelerate_device  # noqa: E402
+_accelerate_device.install()
