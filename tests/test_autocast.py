@@ -232,3 +232,23 @@ def test_autocast_entered_inside_a_compiled_function(fresh_dynamo):
     assert compiled_h.dtype == torch.bfloat16 and compiled_p.dtype == torch.float32
     close(compiled_h, eager_h.cpu(), "aten::mm")
     close(compiled_p, eager_p.cpu())
+
+
+def test_custom_fwd_casts_inputs_and_leaves_autocast_off_inside():
+    class Square(torch.autograd.Function):
+        @staticmethod
+        @torch.tpu.amp.custom_fwd(cast_inputs=torch.float32)
+        def forward(ctx, x):
+            inner = torch.is_autocast_enabled("tpu")
+            return x @ x, torch.tensor(inner)
+
+        @staticmethod
+        @torch.tpu.amp.custom_bwd
+        def backward(ctx, g, _):
+            return g
+
+    x = randn(3, 3, dtype=torch.bfloat16).to("tpu")
+    with torch.autocast("tpu"):
+        y, inner = Square.apply(x)
+    assert y.dtype == torch.float32 and not inner.item()
+    close(y, x.cpu().float() @ x.cpu().float())
