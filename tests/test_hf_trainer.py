@@ -6,6 +6,7 @@ The default-arguments test uses the Trainer's default optimizer,
 adamw_torch_fused, which needs the `_fused_adamw_` lowering; it is skipped,
 saying so, where that lowering is not registered."""
 import copy
+import os
 
 import pytest
 import torch
@@ -55,6 +56,17 @@ def test_cpu_requests_and_accelerates_own_override_keep_precedence(monkeypatch):
     AcceleratorState._reset_state(reset_partial_state=True)
     monkeypatch.setenv("ACCELERATE_TORCH_DEVICE", "cpu")
     assert accelerate.PartialState().device.type == "cpu"
+
+
+def test_accelerate_imported_before_torch_tpu_still_picks_tpu(run_python):
+    r = run_python("""
+        import accelerate.state
+        import torch_tpu
+        print(accelerate.state.PartialState().device)
+    """, TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+        PYTHONPATH=os.path.dirname(os.path.dirname(torch_tpu.__file__)))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "tpu:0"
 
 
 def train(args_kwargs, rows=32):

@@ -23,7 +23,6 @@ changed; the hook wraps the module as it is imported (or at once, if it
 already is).
 """
 import importlib.abc
-import importlib.machinery
 import sys
 
 import torch
@@ -68,8 +67,17 @@ class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if name != _MODULE:
             return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
-        if spec is None or spec.loader is None:
+        # The finder that would have found it (the path finder, or an
+        # editable install's own), asked past this one.
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None:
             return None
         spec.loader = _Loader(spec.loader)
         return spec
