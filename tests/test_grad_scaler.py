@@ -116,9 +116,10 @@ class Net(nn.Module):
 OVERFLOW_STEPS = {2, 3, 7}
 
 
-def train(device, steps=10):
+def train(device, steps=10, compiled=False):
     torch.manual_seed(0)
     net = Net().to(device)
+    model = torch.compile(net, backend="tpu") if compiled else net
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     scaler = torch.amp.GradScaler(device, init_scale=2.0**10, growth_interval=3)
     g = torch.Generator().manual_seed(1)
@@ -128,7 +129,7 @@ def train(device, steps=10):
     for step in range(steps):
         opt.zero_grad()
         with torch.autocast(device, dtype=torch.float16):
-            loss = F.cross_entropy(net(x), y)
+            loss = F.cross_entropy(model(x), y)
         scaler.scale(loss).backward()
         if step in OVERFLOW_STEPS:
             net.fc1.weight.grad[0, 0] = INF
@@ -148,6 +149,18 @@ def test_fp16_training_loop_skips_overflowing_steps_like_the_cpu(mode):
     assert [i for i, s in enumerate(cpu_skipped) if s] == sorted(OVERFLOW_STEPS)
     assert tpu_skipped == cpu_skipped
     assert tpu_scales == cpu_scales
+    for k in cpu_state:
+        torch.testing.assert_close(tpu_state[k], cpu_state[k], rtol=1e-2, atol=1e-2)
+
+
+def test_compiled_model_with_the_scaler_outside_matches_the_cpu():
+    torch._dynamo.reset()
+    try:
+        cpu_scales, cpu_skipped, cpu_state = train("cpu")
+        tpu_scales, tpu_skipped, tpu_state = train("tpu", compiled=True)
+    finally:
+        torch._dynamo.reset()
+    assert tpu_skipped == cpu_skipped and tpu_scales == cpu_scales
     for k in cpu_state:
         torch.testing.assert_close(tpu_state[k], cpu_state[k], rtol=1e-2, atol=1e-2)
 
