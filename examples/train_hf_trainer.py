@@ -58,7 +58,7 @@ def main():
     with tempfile.TemporaryDirectory() as out:
         tpu_losses, args, trainer, tpu_s = train(model, dataset, cli.steps, out)
         print(f"tpu run: TrainingArguments.device={args.device}, accelerator.device="
-              f"{trainer.accelerator.device}, optimizer {getattr(args.optim, "value", args.optim)}, "
+              f"{trainer.accelerator.device}, optimizer {getattr(args.optim, 'value', args.optim)}, "
               f"autocast {torch.get_autocast_dtype('tpu')}: {tpu_s:.1f} s (first steps compile)")
         cpu_losses, args, trainer, cpu_s = train(model, dataset, cli.steps, out, use_cpu=True)
         print(f"cpu run: TrainingArguments.device={args.device}, accelerator.device="
