@@ -51,6 +51,22 @@ def test_accelerator_puts_model_and_batches_on_tpu():
                                batches[0].cpu() @ model.weight.cpu().T + model.bias.cpu())
 
 
+def test_accelerator_bf16_autocasts_on_tpu():
+    acc = accelerate.Accelerator(mixed_precision="bf16")
+    model = acc.prepare(torch.nn.Linear(4, 2))
+    x = torch.randn(3, 4).to(acc.device)
+    # accelerate wraps forward in torch.autocast("tpu", dtype=bfloat16) and
+    # hands the outputs back in float32.
+    out = model(x)
+    expected = torch.nn.functional.linear(x.cpu().bfloat16(), model.weight.cpu().bfloat16(),
+                                          model.bias.cpu().bfloat16())
+    assert out.dtype == torch.float32
+    rtol, atol = torch_tpu.tolerance(torch.bfloat16, "aten::mm")
+    torch.testing.assert_close(out.cpu(), expected.float(), rtol=rtol, atol=atol)
+    with acc.autocast():
+        assert (x @ x.T).dtype == torch.bfloat16
+
+
 def test_cpu_requests_and_accelerates_own_override_keep_precedence(monkeypatch):
     assert accelerate.Accelerator(cpu=True).device.type == "cpu"
     AcceleratorState._reset_state(reset_partial_state=True)
