@@ -33,6 +33,7 @@ test-dist4: build
 
 demo: install
 	$(PYTHON) examples/train_classifier.py
+	$(PYTHON) examples/train_hf_trainer.py
 
 bench: install
 	$(PYTHON) benchmarks/dispatch_overhead.py

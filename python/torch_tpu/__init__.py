@@ -87,3 +87,12 @@ __all__ = [
     "metrics_report", "platform", "reset_metrics", "set_eager_mode", "tolerance",
 ]
 from . import dynamo  # noqa: E402,F401  (registers the "tpu" torch.compile backend)
+
+# torch.autocast("tpu") defaults to bfloat16; `import torch.tpu.amp` works as for torch.cuda.amp.
+from . import amp as _amp  # noqa: E402
+_amp._install()
+sys.modules["torch.tpu.amp"] = _amp
+
+# accelerate (and so the HF Trainer) falls back to tpu instead of cpu (accelerate_device.py says why).
+from . import accelerate_device as _accelerate_device  # noqa: E402
+_accelerate_device.install()

@@ -203,3 +203,8 @@ def reset_peak_memory_stats(device=None) -> None:
 
 def _is_in_bad_fork() -> bool:
     return False
+
+
+# ---- mixed precision: torch.tpu.amp (amp.py); torch.autocast asks for get_amp_supported_dtype
+from . import amp  # noqa: E402
+from .amp import get_amp_supported_dtype, is_bf16_supported  # noqa: E402,F401
