@@ -5,6 +5,7 @@
 #include <ATen/ops/_local_scalar_dense_native.h>
 
 #include "aten/tensor_bridge.h"
+#include "runtime/device_copy.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::aten {
@@ -40,6 +41,18 @@ bool reads_directly(const at::Tensor& dst, const at::Tensor& src) {
          !src.is_neg();
 }
 
+// The row-major view of a whole array of `type`.
+runtime::ViewGeometry whole_view(const hlo::TensorType& type) {
+  runtime::ViewGeometry whole{type.shape, {}, 0, type.dtype};
+  whole.strides.resize(type.shape.size());
+  int64_t st = 1;
+  for (int64_t i = static_cast<int64_t>(type.shape.size()) - 1; i >= 0; --i) {
+    whole.strides[i] = st;
+    st *= type.shape[i];
+  }
+  return whole;
+}
+
 void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src) {
   // Convert and broadcast on the host, upload once, then write the view.
   at::Tensor host =
@@ -50,14 +63,21 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src) {
     runtime::check_writable(geometry_of(dst), "copy_");
     runtime::Storage staging(type.nbytes(), s->device);
     staging.base = runtime::upload(host.data_ptr(), type, s->device);
-    runtime::ViewGeometry whole{type.shape, {}, 0, type.dtype};
-    whole.strides.resize(type.shape.size());
-    int64_t st = 1;
-    for (int64_t i = static_cast<int64_t>(type.shape.size()) - 1; i >= 0; --i) {
-      whole.strides[i] = st;
-      st *= type.shape[i];
-    }
-    runtime::copy_into(input_of(dst), {&staging, whole});
+    runtime::copy_into(input_of(dst), {&staging, whole_view(type)});
+  });
+}
+
+// tpu:i -> tpu:j: the source's bytes move device to device (PJRT), then the
+// destination's view is written on its own device, converting and
+// broadcasting there as a copy within one device does.
+void copy_across_devices(const at::Tensor& dst, const at::Tensor& src, int transform) {
+  translate_errors([&] {
+    runtime::check_writable(geometry_of(dst), "copy_");
+    runtime::Storage* s = storage_of(dst);
+    hlo::TensorType type{to_hlo(src.scalar_type()), {src.sizes().begin(), src.sizes().end()}};
+    runtime::Storage staging(type.nbytes(), s->device);
+    staging.base = runtime::copy_to_device(input_of(src), s->device);
+    runtime::copy_into(input_of(dst), {&staging, whole_view(type)}, transform);
   });
 }
 
@@ -69,8 +89,10 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool /*non_blocking*/
     // applied while copying (as the CPU's copy_ does).
     int transform = (src.is_conj() != self.is_conj() ? runtime::kCopyConjugate : 0) |
                     (src.is_neg() != self.is_neg() ? runtime::kCopyNegate : 0);
-    TORCH_CHECK(self.device() == src.device(), "copy_: tpu to tpu copies across devices (",
-                src.device(), " -> ", self.device(), ") are not supported");
+    if (self.device() != src.device()) {
+      copy_across_devices(self, src, transform);
+      return self;
+    }
     translate_errors([&] { runtime::copy_into(input_of(self), input_of(src), transform); });
   } else if (on_tpu(self)) {
     TORCH_CHECK(src.device().is_cpu(), "copy_: cannot copy from ", src.device(), " to ", self.device());

@@ -14,6 +14,7 @@
 #include "common/env.h"
 #include "common/tolerance.h"
 #include "lowering/registry.h"
+#include "runtime/device_copy.h"
 #include "runtime/disk_cache.h"
 #include "runtime/eager_mode.h"
 #include "runtime/executor.h"
@@ -151,4 +152,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_default_generator", [](int d) {
     return aten::default_generator(static_cast<c10::DeviceIndex>(d));
   });
+  m.def("_placement", [](const at::Tensor& t) {
+    TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "_placement: not a tpu tensor");
+    return aten::translate_errors([&] { return runtime::placement_of(*aten::storage_of(t)->base); });
+  }, "The addressable device the plugin holds a tpu tensor's storage on");
 }

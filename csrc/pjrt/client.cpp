@@ -447,4 +447,25 @@ std::unique_ptr<Buffer> Client::from_host(const void* data, const hlo::TensorTyp
   return std::make_unique<Buffer>(plugin_->api(), args.buffer, type);
 }
 
+std::unique_ptr<Buffer> Client::copy_to_device(const Buffer& src, int device_index) const {
+  TPU_CHECK(device_index >= 0 && device_index < device_count(), ErrorKind::Runtime,
+            "invalid device index ", device_index);
+  PJRT_Buffer_CopyToDevice_Args args{};
+  args.struct_size = PJRT_Buffer_CopyToDevice_Args_STRUCT_SIZE;
+  args.buffer = src.raw();
+  args.dst_device = devices_[device_index];
+  check(plugin_->api(), plugin_->api()->PJRT_Buffer_CopyToDevice(&args), "Buffer_CopyToDevice");
+  return std::make_unique<Buffer>(plugin_->api(), args.dst_buffer, src.type());
+}
+
+int Client::device_of(const Buffer& b) const {
+  PJRT_Buffer_Device_Args args{};
+  args.struct_size = PJRT_Buffer_Device_Args_STRUCT_SIZE;
+  args.buffer = b.raw();
+  check(plugin_->api(), plugin_->api()->PJRT_Buffer_Device(&args), "Buffer_Device");
+  auto it = std::find(devices_.begin(), devices_.end(), args.device);
+  TPU_CHECK(it != devices_.end(), ErrorKind::Runtime, "buffer on a device this client cannot address");
+  return static_cast<int>(it - devices_.begin());
+}
+
 }  // namespace torch_tpu::pjrt

@@ -135,6 +135,13 @@ class Client {
   // buffer; the host memory may be reused as soon as this returns.
   std::unique_ptr<Buffer> from_host(const void* data, const hlo::TensorType& type,
                                     int device_index = 0) const;
+  // A copy of `src` on addressable device `device_index`, made by the plugin
+  // (device to device, no host round trip). Returns at once; the new buffer
+  // becomes ready when the copy is done, and `src` may be dropped meanwhile
+  // (PJRT keeps what an enqueued copy reads).
+  std::unique_ptr<Buffer> copy_to_device(const Buffer& src, int device_index) const;
+  // The addressable index of the device holding `b` (where the plugin put it).
+  int device_of(const Buffer& b) const;
 
  private:
   // Compiles with replica r on addressable device replica_devices[r].
