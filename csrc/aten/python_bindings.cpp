@@ -10,6 +10,7 @@
 #include "aten/generator.h"
 #include "aten/op_kernel.h"
 #include "aten/origin.h"
+#include "aten/pinned_memory.h"
 #include "aten/tensor_bridge.h"
 #include "common/env.h"
 #include "common/tolerance.h"
@@ -86,7 +87,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_synchronize", [](int i) {
     py::gil_scoped_release no_gil;
     aten::translate_errors([&] { rt().synchronize(i); });
+    aten::wait_for_pinned_reads();
   });
+  m.def("_pending_pinned_reads", &aten::pending_pinned_reads);
   m.def("_memory_stats", [](int i) {
     aten::translate_errors([&] { rt().check_device(i); });
     auto s = runtime::memory_stats(i);

@@ -429,7 +429,7 @@ std::unique_ptr<Executable> Client::deserialize(const std::string& bytes,
 }
 
 std::unique_ptr<Buffer> Client::from_host(const void* data, const hlo::TensorType& type,
-                                          int device_index) const {
+                                          int device_index, std::unique_ptr<Event>* host_done) const {
   TPU_CHECK(device_index >= 0 && device_index < device_count(), ErrorKind::Runtime,
             "invalid device index ", device_index);
   PJRT_Client_BufferFromHostBuffer_Args args{};
@@ -439,11 +439,15 @@ std::unique_ptr<Buffer> Client::from_host(const void* data, const hlo::TensorTyp
   args.type = to_pjrt(type.dtype);
   args.dims = type.shape.data();
   args.num_dims = type.shape.size();
-  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+  args.host_buffer_semantics = host_done ? PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes
+                                         : PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
   args.device = devices_[device_index];
   check(plugin_->api(), plugin_->api()->PJRT_Client_BufferFromHostBuffer(&args),
         "Client_BufferFromHostBuffer");
-  destroy_event(plugin_->api(), args.done_with_host_buffer);
+  if (host_done && args.done_with_host_buffer)
+    *host_done = std::make_unique<Event>(plugin_->api(), args.done_with_host_buffer);
+  else
+    destroy_event(plugin_->api(), args.done_with_host_buffer);
   return std::make_unique<Buffer>(plugin_->api(), args.buffer, type);
 }
 

@@ -132,9 +132,12 @@ class Client {
   std::unique_ptr<Executable> deserialize(const std::string& bytes,
                                           std::vector<hlo::TensorType> output_types) const;
   // Copies `type.nbytes()` bytes of row-major host data into a new device
-  // buffer; the host memory may be reused as soon as this returns.
+  // buffer; the host memory may be reused as soon as this returns. With
+  // `host_done`, the copy may still be running when this returns: the host
+  // memory must stay alive and unchanged until *host_done is ready.
   std::unique_ptr<Buffer> from_host(const void* data, const hlo::TensorType& type,
-                                    int device_index = 0) const;
+                                    int device_index = 0,
+                                    std::unique_ptr<Event>* host_done = nullptr) const;
   // A copy of `src` on addressable device `device_index`, made by the plugin
   // (device to device, no host round trip). Returns at once; the new buffer
   // becomes ready when the copy is done, and `src` may be dropped meanwhile
