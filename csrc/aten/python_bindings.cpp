@@ -82,6 +82,9 @@ PYBIND11_MODULE(_C, m) {
     d["id"] = info.id;
     d["kind"] = info.kind;
     d["debug_string"] = info.debug_string;
+    py::dict attributes;
+    for (const auto& [k, v] : info.attributes) attributes[py::str(k)] = v;
+    d["attributes"] = attributes;
     return d;
   });
   m.def("_synchronize", [](int i) {

@@ -95,6 +95,10 @@ struct DeviceInfo {
   int id = 0;
   std::string kind;  // the plugin's device kind, e.g. "cpu", "TPU v5 lite"
   std::string debug_string;
+  // The plugin's device attributes (PJRT_DeviceDescription_Attributes):
+  // numbers (int64, bool, float; int64 arrays joined by ',') and strings as
+  // text, e.g. the CUDA plugin's "compute_capability" and "core_count".
+  std::vector<std::pair<std::string, std::string>> attributes;
 };
 
 // Platform-specific options of PJRT_Client_Create, e.g. the CPU plugin's
