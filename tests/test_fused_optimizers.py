@@ -250,3 +250,32 @@ def test_mismatched_list_lengths_raise():
     with pytest.raises(RuntimeError, match="_fused_adamw_"):
         torch._fused_adamw_(*args, lr=0.01, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8,
                             amsgrad=False, maximize=False)
+
+
+@pytest.mark.parametrize("cls,kw", [
+    (torch.optim.AdamW, dict(lr=1e-2, weight_decay=0.1)),
+    (torch.optim.SGD, dict(lr=0.1, momentum=0.9)),
+])
+def test_grad_scaler_with_a_fused_optimizer(cls, kw, require_ops):
+    """GradScaler hands the fused step grad_scale and found_inf; a step whose
+    gradients overflow is skipped, as on the CPU."""
+    require_ops("aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_")
+
+    def run(device):
+        m = model(device)
+        opt = cls(m.parameters(), fused=True, **kw)
+        scaler = torch.amp.GradScaler(device.split(":")[0], init_scale=2.0 ** 8)
+        g = torch.Generator().manual_seed(1)
+        out = []
+        for step in range(4):
+            x = torch.randn(4, 6, generator=g).to(device)
+            opt.zero_grad()
+            loss = m(x).square().mean() * (float("inf") if step == 1 else 1.0)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            out.append([p.detach().cpu().clone() for p in m.parameters()] +
+                       [torch.tensor(scaler.get_scale())])
+        return out
+
+    assert_same_trajectory(run("tpu"), run("cpu"))
