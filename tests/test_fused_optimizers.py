@@ -259,7 +259,7 @@ def test_mismatched_list_lengths_raise():
 def test_grad_scaler_with_a_fused_optimizer(cls, kw, require_ops):
     """GradScaler hands the fused step grad_scale and found_inf; a step whose
     gradients overflow is skipped, as on the CPU."""
-    require_ops("aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_")
+    require_ops("aten::_amp_foreach_non_finite_check_and_unscale", "aten::_amp_update_scale")
 
     def run(device):
         m = model(device)
