@@ -205,3 +205,36 @@ def test_streams_and_events_are_the_one_device_stream():
     torch.testing.assert_close(y.cpu(), torch.arange(4.0) * 3)
     with pytest.raises(NotImplementedError, match="time"):
         torch.tpu.Event(enable_timing=True)
+
+
+def test_device_properties_have_torch_cuda_fields():
+    import os
+    n = torch.tpu.device_count()
+    for i in range(n):
+        p = torch.tpu.get_device_properties(i)
+        assert isinstance(p.major, int) and isinstance(p.minor, int)
+        assert p.total_memory > 0 and p.multi_processor_count >= 1
+        assert p.name == torch.tpu.get_device_name(i)
+    p = torch.tpu.get_device_properties(0)
+    if p.platform_name == "cpu":
+        # the CPU plugin reports no memory statistics: its memory is the host's
+        assert p.memory_source == "host"
+        with open("/proc/meminfo") as f:
+            mem_total_kib = int(next(l for l in f if l.startswith("MemTotal:")).split()[1])
+        assert p.total_memory == mem_total_kib * 1024
+        assert p.multi_processor_count == len(os.sched_getaffinity(0))
+        assert (p.major, p.minor) == (0, 0)
+    text = repr(p)
+    assert text.startswith("TpuDeviceProperties(") and f"total_memory={p.total_memory // 2**20}MB" in text
+    assert f"multi_processor_count={p.multi_processor_count}" in text
+    assert str(p) == text
+
+
+def test_device_properties_capability_rules():
+    from torch_tpu.device_properties import _capability, _cores
+    assert _capability("NVIDIA H100", {"compute_capability": "9.0"}) == (9, 0)
+    assert _capability("TPU v5 lite", {}) == (5, 0)
+    assert _capability("TPU v4", {}) == (4, 0)
+    assert _capability("cpu", {}) == (0, 0)
+    assert _cores("cuda", {"core_count": "132"}) == 132
+    assert _cores("tpu", {}) == 1

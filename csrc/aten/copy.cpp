@@ -1,10 +1,16 @@
 // Copies between `tpu` and the host, and within `tpu`. copy_ is registered
 // for PrivateUse1, which outranks CPU in dispatch, so every copy that touches
-// a `tpu` tensor lands here, whichever side it is on.
+// a `tpu` tensor lands here, whichever side it is on. Host -> device with
+// non_blocking=True from pinned memory returns before the bytes are read;
+// every other copy to the device has read its source when it returns, and
+// device -> host copies wait for the data.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/_local_scalar_dense_native.h>
 
+#include "aten/pinned_memory.h"
 #include "aten/tensor_bridge.h"
+#include "runtime/device_copy.h"
+#include "runtime/host_transfer.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::aten {
@@ -40,6 +46,37 @@ bool reads_directly(const at::Tensor& dst, const at::Tensor& src) {
          !src.is_neg();
 }
 
+// The row-major view of a whole array of `type`.
+runtime::ViewGeometry whole_view(const hlo::TensorType& type) {
+  runtime::ViewGeometry whole{type.shape, {}, 0, type.dtype};
+  whole.strides.resize(type.shape.size());
+  int64_t st = 1;
+  for (int64_t i = static_cast<int64_t>(type.shape.size()) - 1; i >= 0; --i) {
+    whole.strides[i] = st;
+    st *= type.shape[i];
+  }
+  return whole;
+}
+
+// non_blocking from pinned memory, when no conversion is needed: PJRT reads
+// the pinned bytes after copy_ returns (pinned_memory.cpp keeps them alive).
+bool upload_pinned_async(const at::Tensor& dst, const at::Tensor& src) {
+  if (!src.is_contiguous() || src.scalar_type() != dst.scalar_type() || src.sizes() != dst.sizes() ||
+      src.is_conj() || src.is_neg() || !is_pinned(src.const_data_ptr()))
+    return false;
+  translate_errors([&] {
+    runtime::Storage* s = storage_of(dst);
+    hlo::TensorType type{to_hlo(dst.scalar_type()), {dst.sizes().begin(), dst.sizes().end()}};
+    runtime::check_writable(geometry_of(dst), "copy_");
+    runtime::Storage staging(type.nbytes(), s->device);
+    std::unique_ptr<pjrt::Event> host_done;
+    staging.base = runtime::upload_async(src.const_data_ptr(), type, s->device, &host_done);
+    keep_until_read(src.const_data_ptr(), std::move(host_done));
+    runtime::copy_into(input_of(dst), {&staging, whole_view(type)});
+  });
+  return true;
+}
+
 void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src) {
   // Convert and broadcast on the host, upload once, then write the view.
   at::Tensor host =
@@ -50,18 +87,25 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src) {
     runtime::check_writable(geometry_of(dst), "copy_");
     runtime::Storage staging(type.nbytes(), s->device);
     staging.base = runtime::upload(host.data_ptr(), type, s->device);
-    runtime::ViewGeometry whole{type.shape, {}, 0, type.dtype};
-    whole.strides.resize(type.shape.size());
-    int64_t st = 1;
-    for (int64_t i = static_cast<int64_t>(type.shape.size()) - 1; i >= 0; --i) {
-      whole.strides[i] = st;
-      st *= type.shape[i];
-    }
-    runtime::copy_into(input_of(dst), {&staging, whole});
+    runtime::copy_into(input_of(dst), {&staging, whole_view(type)});
   });
 }
 
-at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool /*non_blocking*/) {
+// tpu:i -> tpu:j: the source's bytes move device to device (PJRT), then the
+// destination's view is written on its own device, converting and
+// broadcasting there as a copy within one device does.
+void copy_across_devices(const at::Tensor& dst, const at::Tensor& src, int transform) {
+  translate_errors([&] {
+    runtime::check_writable(geometry_of(dst), "copy_");
+    runtime::Storage* s = storage_of(dst);
+    hlo::TensorType type{to_hlo(src.scalar_type()), {src.sizes().begin(), src.sizes().end()}};
+    runtime::Storage staging(type.nbytes(), s->device);
+    staging.base = runtime::copy_to_device(input_of(src), s->device);
+    runtime::copy_into(input_of(dst), {&staging, whole_view(type)}, transform);
+  });
+}
+
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   if (self.numel() == 0) return self;
   if (on_tpu(self) && on_tpu(src)) {
     at::assert_no_partial_overlap(self, src);
@@ -69,12 +113,14 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool /*non_blocking*/
     // applied while copying (as the CPU's copy_ does).
     int transform = (src.is_conj() != self.is_conj() ? runtime::kCopyConjugate : 0) |
                     (src.is_neg() != self.is_neg() ? runtime::kCopyNegate : 0);
-    TORCH_CHECK(self.device() == src.device(), "copy_: tpu to tpu copies across devices (",
-                src.device(), " -> ", self.device(), ") are not supported");
+    if (self.device() != src.device()) {
+      copy_across_devices(self, src, transform);
+      return self;
+    }
     translate_errors([&] { runtime::copy_into(input_of(self), input_of(src), transform); });
   } else if (on_tpu(self)) {
     TORCH_CHECK(src.device().is_cpu(), "copy_: cannot copy from ", src.device(), " to ", self.device());
-    copy_host_to_device(self, src);
+    if (!(non_blocking && upload_pinned_async(self, src))) copy_host_to_device(self, src);
   } else {
     TORCH_CHECK(self.device().is_cpu(), "copy_: cannot copy from ", src.device(), " to ", self.device());
     if (reads_directly(self, src))

@@ -1,6 +1,7 @@
 // PrivateUse1 hooks: what torch.accelerator, generators, pinned memory and
 // storage resizing ask of the `tpu` backend.
 #include "aten/generator.h"
+#include "aten/pinned_memory.h"
 #include "aten/storage_ops.h"
 #include "aten/tensor_bridge.h"
 #include "runtime/runtime.h"
@@ -47,10 +48,9 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
     return c10::Device(c10::DeviceType::PrivateUse1,
                        static_cast<c10::DeviceIndex>(static_cast<runtime::Storage*>(data)->device));
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  // Host memory that feeds the device: PJRT copies from any host memory, so
-  // ordinary CPU memory serves as "pinned".
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  // pin_memory() / is_pinned() / DataLoader(pin_memory=True): see pinned_memory.cpp.
+  bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     resize_storage_bytes(storage, static_cast<int64_t>(newsize));
   }

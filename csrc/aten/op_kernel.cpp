@@ -204,7 +204,9 @@ class ArgReader {
   std::vector<at::Tensor> resolved;
 
  private:
-  std::optional<runtime::TensorInput> tensor_input(const at::Tensor& given, Arg* a) {
+  // `name`: the schema argument, named when devices disagree.
+  std::optional<runtime::TensorInput> tensor_input(const at::Tensor& given, Arg* a,
+                                                   const std::string& name) {
     if (!given.defined()) return std::nullopt;
     // Lazy conjugate/negative views hold the original values: lowerings read
     // storage, so the bits are applied first (a copy on the device).
@@ -214,7 +216,7 @@ class ArgReader {
       resolved.push_back(t);
     }
     if (t.device().type() == c10::DeviceType::PrivateUse1) {
-      note_device(t.device().index(), t);
+      note_device(t.device().index(), t, name);
       if (first_numel_ < 0) first_numel_ = t.numel();
       return input_of(t);
     }
@@ -223,7 +225,8 @@ class ArgReader {
     TORCH_CHECK(t.dim() == 0 && t.device().is_cpu(),
                 "Expected all tensors to be on the same device, but found at least two devices, ",
                 c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device())),
-                " and ", t.device(), "! (when checking arguments of ", schema_.name(), ")");
+                " and ", t.device(), "! (when checking argument for argument ", name, " in method ",
+                schema_.name(), ")");
     if (a) a->wrapped_number = t.unsafeGetTensorImpl()->is_wrapped_number();
     hlo::TensorType type{to_hlo(t.scalar_type()), {}};
     auto s = std::make_unique<runtime::Storage>(type.nbytes(), device());
@@ -233,14 +236,15 @@ class ArgReader {
     return in;
   }
 
-  void note_device(int index, const at::Tensor& t) {
+  void note_device(int index, const at::Tensor& t, const std::string& name) {
     if (device_ < 0) {
       device_ = index;
       return;
     }
     TORCH_CHECK(device_ == index,
                 "Expected all tensors to be on the same device, but found at least two devices, tpu:",
-                device_, " and ", t.device(), "! (when checking arguments of ", schema_.name(), ")");
+                device_, " and ", t.device(), "! (when checking argument for argument ", name,
+                " in method ", schema_.name(), ")");
   }
 
   void convert(const c10::Argument& arg, const c10::IValue& v, Arg& a,
@@ -260,7 +264,7 @@ class ArgReader {
         return;
       }
       a.kind = Arg::Kind::Tensor;
-      ins.push_back(tensor_input(t, &a));
+      ins.push_back(tensor_input(t, &a, arg.name()));
       return;
     }
     if (v.isTensorList()) {
@@ -270,7 +274,7 @@ class ArgReader {
       a.kind = Arg::Kind::TensorList;
       const auto& list = v.toListRef();
       ins.reserve(list.size());
-      for (const c10::IValue& e : list) ins.push_back(tensor_input(e.toTensor(), nullptr));
+      for (const c10::IValue& e : list) ins.push_back(tensor_input(e.toTensor(), nullptr, arg.name()));
       return;
     }
     if (v.isList() && type->kind() == c10::TypeKind::ListType) {
@@ -282,7 +286,7 @@ class ArgReader {
         const auto& list = v.toListRef();
         ins.reserve(list.size());
         for (const c10::IValue& e : list)
-          ins.push_back(e.isTensor() ? tensor_input(e.toTensor(), nullptr) : std::nullopt);
+          ins.push_back(e.isTensor() ? tensor_input(e.toTensor(), nullptr, arg.name()) : std::nullopt);
         return;
       }
       if (elem->kind() == c10::TypeKind::NumberType) {  // Scalar[]
@@ -321,6 +325,8 @@ class ArgReader {
     if (v.isInt() || v.isSymInt()) {
       a.kind = Arg::Kind::Int;
       a.i = v.isInt() ? v.toInt() : v.toSymInt().expect_int();
+    } else if (v.isDouble() && call_.lowering->float_params) {
+      number(v.toScalar(), a);
     } else if (v.isDouble()) {
       a.kind = Arg::Kind::Float;
       a.f = v.toDouble();
@@ -449,6 +455,33 @@ bool returns_list(const c10::FunctionSchema& schema) {
   return schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
 }
 
+// Functional fused optimizers (_fused_adamw) return one list per list they
+// update; return k is as long as the k-th list argument.
+bool returns_lists(const c10::FunctionSchema& schema) {
+  if (schema.returns().size() < 2) return false;
+  for (const auto& r : schema.returns())
+    if (r.type()->kind() != c10::TypeKind::ListType) return false;
+  return true;
+}
+
+void push_lists(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& values,
+                std::vector<at::Tensor>& results, torch::jit::Stack* stack) {
+  size_t next = 0, k = 0;
+  for (const c10::IValue& v : values) {
+    if (k == schema.returns().size()) break;
+    if (!v.isTensorList()) continue;
+    size_t n = v.toListRef().size();
+    TORCH_CHECK(next + n <= results.size(), "tpu lowering of ", schema.name(), " returned ",
+                results.size(), " tensors, fewer than its lists hold");
+    std::vector<at::Tensor> list(results.begin() + next, results.begin() + next + n);
+    next += n;
+    ++k;
+    stack->push_back(c10::IValue(std::move(list)));
+  }
+  TORCH_CHECK(k == schema.returns().size() && next == results.size(), "tpu lowering of ",
+              schema.name(), " returned ", results.size(), " tensors for ", k, " lists");
+}
+
 void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Route& given) {
   const auto& schema = op.schema();
   size_t n = schema.arguments().size();
@@ -572,6 +605,8 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     compare_with_cpu(op, std::move(host_args), {}, results);
   if (returns_list(schema)) {
     stack->push_back(c10::IValue(results));
+  } else if (returns_lists(schema)) {
+    push_lists(schema, values, results, stack);
   } else if (needs_host_results(schema)) {
     // Results that are Python numbers: integers computed from the arguments
     // (integer_results), bools read back from the lowering's 0-dim tensor.

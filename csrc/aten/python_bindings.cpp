@@ -10,10 +10,12 @@
 #include "aten/generator.h"
 #include "aten/op_kernel.h"
 #include "aten/origin.h"
+#include "aten/pinned_memory.h"
 #include "aten/tensor_bridge.h"
 #include "common/env.h"
 #include "common/tolerance.h"
 #include "lowering/registry.h"
+#include "runtime/device_copy.h"
 #include "runtime/disk_cache.h"
 #include "runtime/eager_mode.h"
 #include "runtime/executor.h"
@@ -80,12 +82,17 @@ PYBIND11_MODULE(_C, m) {
     d["id"] = info.id;
     d["kind"] = info.kind;
     d["debug_string"] = info.debug_string;
+    py::dict attributes;
+    for (const auto& [k, v] : info.attributes) attributes[py::str(k)] = v;
+    d["attributes"] = attributes;
     return d;
   });
   m.def("_synchronize", [](int i) {
     py::gil_scoped_release no_gil;
     aten::translate_errors([&] { rt().synchronize(i); });
+    aten::wait_for_pinned_reads();
   });
+  m.def("_pending_pinned_reads", &aten::pending_pinned_reads);
   m.def("_memory_stats", [](int i) {
     aten::translate_errors([&] { rt().check_device(i); });
     auto s = runtime::memory_stats(i);
@@ -151,4 +158,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_default_generator", [](int d) {
     return aten::default_generator(static_cast<c10::DeviceIndex>(d));
   });
+  m.def("_placement", [](const at::Tensor& t) {
+    TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "_placement: not a tpu tensor");
+    return aten::translate_errors([&] { return runtime::placement_of(*aten::storage_of(t)->base); });
+  }, "The addressable device the plugin holds a tpu tensor's storage on");
 }

@@ -22,9 +22,13 @@ struct Lowering {
   // A random op whose schema has no Generator (native_dropout): the default
   // generator's state is appended as a last, Rng argument.
   bool implicit_generator = false;
+  // `float` arguments (not only Scalars) are fed as Number parameters: the
+  // fused optimizers take lr, betas and momentum as floats, and a learning
+  // rate scheduler changes them every step.
+  bool float_params = false;
 };
 
-enum LoweringFlags : int { kStaticNumbers = 1, kImplicitGenerator = 2 };
+enum LoweringFlags : int { kStaticNumbers = 1, kImplicitGenerator = 2, kFloatParams = 4 };
 
 void register_lowering(Lowering lowering);
 const Lowering* find_lowering(const std::string& name);
@@ -33,7 +37,8 @@ std::vector<std::string> registered_names();  // sorted
 struct Registrar {
   // `flags`: LoweringFlags (`true` reads as kStaticNumbers).
   Registrar(const char* name, LoweringFn fn, int flags = 0) {
-    register_lowering({name, fn, (flags & kStaticNumbers) != 0, (flags & kImplicitGenerator) != 0});
+    register_lowering({name, fn, (flags & kStaticNumbers) != 0, (flags & kImplicitGenerator) != 0,
+                       (flags & kFloatParams) != 0});
   }
 };
 

@@ -369,6 +369,25 @@ DeviceInfo Client::device_info(int index) const {
   dbg.device_description = get.device_description;
   check(api, api->PJRT_DeviceDescription_DebugString(&dbg), "DeviceDescription_DebugString");
   info.debug_string.assign(dbg.debug_string, dbg.debug_string_size);
+  PJRT_DeviceDescription_Attributes_Args attrs{};
+  attrs.struct_size = PJRT_DeviceDescription_Attributes_Args_STRUCT_SIZE;
+  attrs.device_description = get.device_description;
+  check(api, api->PJRT_DeviceDescription_Attributes(&attrs), "DeviceDescription_Attributes");
+  for (size_t i = 0; i < attrs.num_attributes; ++i) {
+    const PJRT_NamedValue& v = attrs.attributes[i];
+    std::string text;
+    switch (v.type) {
+      case PJRT_NamedValue_kString: text.assign(v.string_value, v.value_size); break;
+      case PJRT_NamedValue_kInt64: text = std::to_string(v.int64_value); break;
+      case PJRT_NamedValue_kInt64List:
+        for (size_t k = 0; k < v.value_size; ++k)
+          text += (k ? "," : "") + std::to_string(v.int64_array_value[k]);
+        break;
+      case PJRT_NamedValue_kFloat: text = std::to_string(v.float_value); break;
+      case PJRT_NamedValue_kBool: text = v.bool_value ? "1" : "0"; break;
+    }
+    info.attributes.emplace_back(std::string(v.name, v.name_size), std::move(text));
+  }
   return info;
 }
 
@@ -429,7 +448,7 @@ std::unique_ptr<Executable> Client::deserialize(const std::string& bytes,
 }
 
 std::unique_ptr<Buffer> Client::from_host(const void* data, const hlo::TensorType& type,
-                                          int device_index) const {
+                                          int device_index, std::unique_ptr<Event>* host_done) const {
   TPU_CHECK(device_index >= 0 && device_index < device_count(), ErrorKind::Runtime,
             "invalid device index ", device_index);
   PJRT_Client_BufferFromHostBuffer_Args args{};
@@ -439,12 +458,37 @@ std::unique_ptr<Buffer> Client::from_host(const void* data, const hlo::TensorTyp
   args.type = to_pjrt(type.dtype);
   args.dims = type.shape.data();
   args.num_dims = type.shape.size();
-  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+  args.host_buffer_semantics = host_done ? PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes
+                                         : PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
   args.device = devices_[device_index];
   check(plugin_->api(), plugin_->api()->PJRT_Client_BufferFromHostBuffer(&args),
         "Client_BufferFromHostBuffer");
-  destroy_event(plugin_->api(), args.done_with_host_buffer);
+  if (host_done && args.done_with_host_buffer)
+    *host_done = std::make_unique<Event>(plugin_->api(), args.done_with_host_buffer);
+  else
+    destroy_event(plugin_->api(), args.done_with_host_buffer);
   return std::make_unique<Buffer>(plugin_->api(), args.buffer, type);
+}
+
+std::unique_ptr<Buffer> Client::copy_to_device(const Buffer& src, int device_index) const {
+  TPU_CHECK(device_index >= 0 && device_index < device_count(), ErrorKind::Runtime,
+            "invalid device index ", device_index);
+  PJRT_Buffer_CopyToDevice_Args args{};
+  args.struct_size = PJRT_Buffer_CopyToDevice_Args_STRUCT_SIZE;
+  args.buffer = src.raw();
+  args.dst_device = devices_[device_index];
+  check(plugin_->api(), plugin_->api()->PJRT_Buffer_CopyToDevice(&args), "Buffer_CopyToDevice");
+  return std::make_unique<Buffer>(plugin_->api(), args.dst_buffer, src.type());
+}
+
+int Client::device_of(const Buffer& b) const {
+  PJRT_Buffer_Device_Args args{};
+  args.struct_size = PJRT_Buffer_Device_Args_STRUCT_SIZE;
+  args.buffer = b.raw();
+  check(plugin_->api(), plugin_->api()->PJRT_Buffer_Device(&args), "Buffer_Device");
+  auto it = std::find(devices_.begin(), devices_.end(), args.device);
+  TPU_CHECK(it != devices_.end(), ErrorKind::Runtime, "buffer on a device this client cannot address");
+  return static_cast<int>(it - devices_.begin());
 }
 
 }  // namespace torch_tpu::pjrt

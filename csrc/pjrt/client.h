@@ -95,6 +95,10 @@ struct DeviceInfo {
   int id = 0;
   std::string kind;  // the plugin's device kind, e.g. "cpu", "TPU v5 lite"
   std::string debug_string;
+  // The plugin's device attributes (PJRT_DeviceDescription_Attributes):
+  // numbers (int64, bool, float; int64 arrays joined by ',') and strings as
+  // text, e.g. the CUDA plugin's "compute_capability" and "core_count".
+  std::vector<std::pair<std::string, std::string>> attributes;
 };
 
 // Platform-specific options of PJRT_Client_Create, e.g. the CPU plugin's
@@ -132,9 +136,19 @@ class Client {
   std::unique_ptr<Executable> deserialize(const std::string& bytes,
                                           std::vector<hlo::TensorType> output_types) const;
   // Copies `type.nbytes()` bytes of row-major host data into a new device
-  // buffer; the host memory may be reused as soon as this returns.
+  // buffer; the host memory may be reused as soon as this returns. With
+  // `host_done`, the copy may still be running when this returns: the host
+  // memory must stay alive and unchanged until *host_done is ready.
   std::unique_ptr<Buffer> from_host(const void* data, const hlo::TensorType& type,
-                                    int device_index = 0) const;
+                                    int device_index = 0,
+                                    std::unique_ptr<Event>* host_done = nullptr) const;
+  // A copy of `src` on addressable device `device_index`, made by the plugin
+  // (device to device, no host round trip). Returns at once; the new buffer
+  // becomes ready when the copy is done, and `src` may be dropped meanwhile
+  // (PJRT keeps what an enqueued copy reads).
+  std::unique_ptr<Buffer> copy_to_device(const Buffer& src, int device_index) const;
+  // The addressable index of the device holding `b` (where the plugin put it).
+  int device_of(const Buffer& b) const;
 
  private:
   // Compiles with replica r on addressable device replica_devices[r].

@@ -1,9 +1,9 @@
 """`torch.tpu`: the device module of the `tpu` backend, shaped like torch.cuda."""
-from dataclasses import dataclass
 
 import torch
 
 from . import _C
+from .device_properties import DeviceProperties, device_properties
 
 
 def _index(device=None):
@@ -71,27 +71,11 @@ def synchronize(device=None) -> None:
     _C._synchronize(_index(device))
 
 
-@dataclass(frozen=True)
-class DeviceProperties:
-    name: str
-    kind: str
-    platform_name: str
-    platform_version: str
-    plugin_path: str
-    pjrt_api_version: str
-
-
 def get_device_properties(device=None) -> DeviceProperties:
-    info = _C._device_info(_index(device))
-    plat = _C._platform()
-    return DeviceProperties(
-        name=f"{plat['platform_name']}:{info['kind']}",
-        kind=info["kind"],
-        platform_name=plat["platform_name"],
-        platform_version=plat["platform_version"],
-        plugin_path=plat["plugin_path"],
-        pjrt_api_version=plat["pjrt_api_version"],
-    )
+    """torch.cuda's fields (name, major, minor, total_memory,
+    multi_processor_count) plus the platform's; see device_properties.py."""
+    # mem_get_info: the memory API's figures, where this module has them.
+    return device_properties(_index(device), globals().get("mem_get_info"))
 
 
 def get_device_name(device=None) -> str:

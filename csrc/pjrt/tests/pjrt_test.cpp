@@ -208,5 +208,27 @@ TEST(Executable, MoreReplicasThanDevicesIsAnError) {
   EXPECT_THROW(three_device_client().compile_replicated(kAddOne, {kVec3}, 4), Error);
 }
 
+TEST(Buffer, CopiesBetweenDevicesWithoutTheHost) {
+  Client& c = three_device_client();
+  std::vector<float> host{4.0f, -1.5f, 0.25f};
+  auto on0 = c.from_host(host.data(), kVec3, 0);
+  EXPECT_EQ(c.device_of(*on0), 0);
+  auto on2 = c.copy_to_device(*on0, 2);
+  on0.reset();  // the copy no longer needs its source
+  EXPECT_EQ(c.device_of(*on2), 2);
+  EXPECT_EQ(read(*on2), host);
+  EXPECT_THROW(c.copy_to_device(*on2, 3), Error);
+}
+
+TEST(Buffer, UploadThatKeepsReadingTheHostSignalsWhenDone) {
+  std::vector<float> host{7.0f, 8.0f, 9.0f};
+  std::unique_ptr<Event> host_done;
+  auto b = client().from_host(host.data(), kVec3, 0, &host_done);
+  if (host_done) host_done->await();  // after this the host memory is free to change
+  std::vector<float> expected = host;
+  host.assign(3, 0.0f);
+  EXPECT_EQ(read(*b), expected);
+}
+
 }  // namespace
 }  // namespace torch_tpu::pjrt
