@@ -17,6 +17,7 @@
 #include "runtime/disk_cache.h"
 #include "runtime/eager_mode.h"
 #include "runtime/executor.h"
+#include "runtime/failure_scope.h"
 #include "runtime/memory_stats.h"
 #include "runtime/runtime.h"
 
@@ -133,6 +134,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_cache_dir", []() { return runtime::disk_cache().dir(); });
   m.def("_fail_next_launch", [](std::string msg) { rt().fail_next_launch(std::move(msg)); },
         "Test hook: the next launched op fails as if the device reported an error");
+  m.def("_reject_op_for_test", &runtime::reject_op_for_test,
+        "Test hook: programs holding this op fail to compile with the message ('' ends it)");
   m.def("_offset_next_cpu_reference", &aten::offset_next_reference,
         "Test hook: shift the next debug-mode CPU reference so a mismatch is reported");
   m.def("_lowered_ops", &lowering::registered_names);

@@ -81,6 +81,15 @@ void DeviceBuffer::set_error(std::string message) {
   error_ = std::move(message);
 }
 
+void DeviceBuffer::take_value(DeviceBuffer& other) {
+  if (other.state_ != State::Materialized) return set_error(other.error_);
+  if (other.counted_) record_free(other.device_, other.type_.nbytes());
+  std::unique_ptr<pjrt::Buffer> b = std::move(other.buffer_);
+  other.state_ = State::Error;
+  other.error_ = "its value was moved to the tensor it was recomputed for";
+  fulfil(std::move(b));
+}
+
 DeviceBuffer::~DeviceBuffer() {
   if (buffer_ && counted_) record_free(device_, type_.nbytes());
 }

@@ -14,6 +14,7 @@
 #include "common/key_text.h"
 #include "lowering/common.h"
 #include "runtime/eager_mode.h"
+#include "runtime/failure_scope.h"
 #include "runtime/number_bytes.h"
 #include "runtime/runtime.h"
 
@@ -284,6 +285,12 @@ void settle_locked(const std::shared_ptr<Graph>& g) {
   if (!g->job) return;
   std::shared_ptr<CompileJob> job = std::move(g->job);
   in_flight.erase(std::remove(in_flight.begin(), in_flight.end(), g), in_flight.end());
+  job->wait();
+  if (!job->error.empty() && g->nodes.size() > 1) {
+    std::vector<std::shared_ptr<DeviceBuffer>> params = std::move(job->params);
+    job->params.clear();
+    return split_failed_graph(*g, params, job->error);
+  }
   job->adopt_live();
 }
 
@@ -330,6 +337,7 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   key += '@';
   append_int(key, g.device);
 
+  check_rejected_for_test(g);
   std::shared_ptr<CompiledProgram> program = rt.lookup(key);
   std::string mlir;
   std::vector<TensorType> out_types;
@@ -358,7 +366,7 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   job->args.reserve(g.params.size() + program->numbers.size());
   for (const auto& p : g.params) {
     if (p->state() == DeviceBuffer::State::Error)
-      return poison(live, p->error_message());
+      return split_failed_graph(g, g.params, p->error_message());
     job->args.push_back(&p->buffer());
   }
   for (const NumberParam& np : program->numbers) {
@@ -432,8 +440,9 @@ void flush_locked(std::shared_ptr<Graph> g, const char* reason) {
     try {
       launch(*g, live, live_ids);
     } catch (const Error& e) {
-      // Building or compiling failed: nothing ran; the live results carry it.
-      poison(live, failure_message(*g, e.what()));
+      // Building or compiling failed: nothing ran; only the results that
+      // depend on the op at fault carry it.
+      split_failed_graph(*g, g->params, failure_message(*g, e.what()));
     }
   }
   g->params.clear();
@@ -503,7 +512,8 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
   }
   node.args = std::move(call.args);  // the caller is done with them
   node.types = node_types(sig, node, bases.buffers);
-  if (origin_provider) node.origin = origin_provider();
+  node.origin = std::move(call.origin);
+  if (!node.origin && origin_provider) node.origin = origin_provider();
   count("ops_recorded");
 
   const auto& types = node.types->results;
@@ -691,6 +701,25 @@ const lowering::Lowering kConjNeg{"tpu::conj_neg", &conj_neg, false};
 
 std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call) {
   std::lock_guard<std::recursive_mutex> lock(mu);
+  return record(call);
+}
+
+std::vector<std::shared_ptr<DeviceBuffer>> run_op_alone(OpCall& call) {
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  struct Aside {  // the recording graph and the mode, restored on the way out
+    int device;
+    std::shared_ptr<Graph> recording;
+    EagerMode saved = mode;
+    ~Aside() {
+      mode = saved;
+      if (recording) current[device] = std::move(recording);
+    }
+  } aside{call.device, nullptr};
+  if (auto it = current.find(call.device); it != current.end()) {
+    aside.recording = std::move(it->second);
+    current.erase(it);
+  }
+  mode = EagerMode::Strict;
   return record(call);
 }
 
