@@ -3,6 +3,7 @@
 #include "common/error.h"
 #include "hlo/builder.h"
 #include "runtime/executor.h"
+#include "runtime/index_flags.h"
 #include "runtime/memory_stats.h"
 #include "runtime/runtime.h"
 
@@ -128,6 +129,7 @@ void DeviceBuffer::wait() {
 void DeviceBuffer::to_host(void* dst) {
   if (type_.nbytes() == 0) return;
   wait();
+  check_index_flags();  // a failed device-side index check raises before the value leaves
   buffer_->to_host(dst);
 }
 

@@ -10,6 +10,7 @@
 #include "runtime/device_buffer.h"
 #include "runtime/disk_cache.h"
 #include "runtime/executor.h"
+#include "runtime/index_flags.h"
 
 namespace torch_tpu::runtime {
 
@@ -137,6 +138,7 @@ void Runtime::synchronize(int device) {
     }
   }
   drain_releases();
+  check_index_flags();  // like a CUDA device-side assert, it surfaces at synchronize
 }
 
 
