@@ -12,7 +12,9 @@
 #include "aten/origin.h"
 #include "aten/tensor_bridge.h"
 #include "common/env.h"
+#include "common/fork_guard.h"
 #include "common/tolerance.h"
+#include "common/warning.h"
 #include "lowering/registry.h"
 #include "runtime/disk_cache.h"
 #include "runtime/eager_mode.h"
@@ -36,6 +38,7 @@ void init(std::vector<std::string> package_roots, std::vector<std::string> inter
   runtime::Runtime::set_package_roots(std::move(package_roots));
   aten::set_internal_dirs(std::move(internal_dirs));
   runtime::set_origin_provider(&aten::python_origin);
+  set_warning_sink([](const std::string& message) { TORCH_WARN(message); });
   static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
                             __LINE__);
   aten::register_lowered_ops(lib);
@@ -58,6 +61,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_init", &init, "Set plugin search roots and register lowered ops");
   m.def("_load_runtime", []() { rt(); }, "Load the PJRT plugin now (raises if it cannot)");
   m.def("_runtime_loaded", &runtime::Runtime::initialized);
+  m.def("_is_in_bad_fork", &in_bad_fork);
   m.def("_device_count", []() { return rt().device_count(); });
   m.def("_current_device", &aten::current_device);
   m.def("_set_device", [](int d) {
@@ -132,6 +136,8 @@ PYBIND11_MODULE(_C, m) {
     return py::make_tuple(t.rtol, t.atol);
   });
   m.def("_cache_dir", []() { return runtime::disk_cache().dir(); });
+  m.def("_clear_programs_for_test", []() { rt().clear_programs_for_test(); },
+        "Test hook: forget the in-memory programs (the disk cache is read again)");
   m.def("_fail_next_launch", [](std::string msg) { rt().fail_next_launch(std::move(msg)); },
         "Test hook: the next launched op fails as if the device reported an error");
   m.def("_reject_op_for_test", &runtime::reject_op_for_test,

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/fork_guard.h"
 #include "common/release_queue.h"
 
 namespace torch_tpu::pjrt {
@@ -92,7 +93,9 @@ void await_event(const Api* api, PJRT_Event* event, const char* what) {
 
 // ---------------------------------------------------------------- Event
 
-Event::~Event() { destroy_event(api_, event_); }
+Event::~Event() {
+  if (!in_bad_fork()) destroy_event(api_, event_);  // the plugin's threads are the parent's
+}
 
 void Event::await() {
   PJRT_Event_Await_Args args{};

@@ -1,6 +1,7 @@
 #include "runtime/device_buffer.h"
 
 #include "common/error.h"
+#include "common/fork_guard.h"
 #include "hlo/builder.h"
 #include "runtime/executor.h"
 #include "runtime/index_flags.h"
@@ -104,6 +105,7 @@ void DeviceBuffer::set_buffer(std::unique_ptr<pjrt::Buffer> b) {
 void DeviceBuffer::raise_error() const { fail(ErrorKind::Runtime, error_); }
 
 const pjrt::Buffer& DeviceBuffer::buffer() {
+  check_not_forked();  // an inherited tensor's buffer belongs to the parent's client
   if (state_ == State::Deferred && graph_) {
     std::shared_ptr<Graph> g = graph_;  // flushing resets graph_
     flush_graph(g, "value needed");

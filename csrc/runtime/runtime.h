@@ -61,6 +61,9 @@ class Runtime {
   std::map<std::string, int64_t> counters() const;
   void reset_counters();
 
+  // Test hook: forgets the in-memory programs, so the next launches compile
+  // or come from the persistent cache.
+  void clear_programs_for_test();
   // Test hook: the next launched op fails as if the device had reported an
   // error asynchronously; its outputs carry `message`.
   void fail_next_launch(std::string message);
