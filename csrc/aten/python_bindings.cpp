@@ -8,6 +8,7 @@
 
 #include "aten/debug_compare.h"
 #include "aten/generator.h"
+#include "aten/interrupt_hooks.h"
 #include "aten/op_kernel.h"
 #include "aten/origin.h"
 #include "aten/tensor_bridge.h"
@@ -39,6 +40,7 @@ void init(std::vector<std::string> package_roots, std::vector<std::string> inter
   aten::set_internal_dirs(std::move(internal_dirs));
   runtime::set_origin_provider(&aten::python_origin);
   set_warning_sink([](const std::string& message) { TORCH_WARN(message); });
+  aten::install_interrupt_hooks();
   static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
                             __LINE__);
   aten::register_lowered_ops(lib);
@@ -138,6 +140,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_cache_dir", []() { return runtime::disk_cache().dir(); });
   m.def("_clear_programs_for_test", []() { rt().clear_programs_for_test(); },
         "Test hook: forget the in-memory programs (the disk cache is read again)");
+  m.def("_launches_in_progress", []() { return rt().launches_in_progress(); },
+        "Launches not finished yet (does not wait)");
   m.def("_fail_next_launch", [](std::string msg) { rt().fail_next_launch(std::move(msg)); },
         "Test hook: the next launched op fails as if the device reported an error");
   m.def("_reject_op_for_test", &runtime::reject_op_for_test,

@@ -11,6 +11,7 @@
 
 #include "common/env.h"
 #include "common/error.h"
+#include "common/interrupt.h"
 #include "common/key_text.h"
 #include "lowering/common.h"
 #include "runtime/eager_mode.h"
@@ -214,6 +215,10 @@ struct CompileJob {
   }
 
   void wait() {
+    wait_interruptibly([&] {  // a long compile or launch: Ctrl-C still works
+      std::lock_guard<std::mutex> lock(mu);
+      return done;
+    });
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return done; });
   }
@@ -283,9 +288,9 @@ std::vector<std::shared_ptr<Graph>> in_flight;
 // Takes the results of a graph whose program ran (or compiled) on the worker.
 void settle_locked(const std::shared_ptr<Graph>& g) {
   if (!g->job) return;
+  g->job->wait();  // if interrupted, the graph stays in flight, to be settled later
   std::shared_ptr<CompileJob> job = std::move(g->job);
   in_flight.erase(std::remove(in_flight.begin(), in_flight.end(), g), in_flight.end());
-  job->wait();
   if (!job->error.empty() && g->nodes.size() > 1) {
     std::vector<std::shared_ptr<DeviceBuffer>> params = std::move(job->params);
     job->params.clear();
@@ -391,14 +396,16 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
     job->mlir = std::move(mlir);
     job->out_types = std::move(out_types);
   }
-  if (mode == EagerMode::DeferAndFuse) {
+  if (mode == EagerMode::DeferAndFuse || !job->mlir.empty()) {
     // The program compiles (if new) and launches on the worker thread while
     // this thread records what comes next; its results are taken when first
-    // needed.
+    // needed. Strict and debug compile there too, and wait at once: a wait
+    // can be interrupted (Ctrl-C), a compile on this thread could not.
     job->live.assign(live.begin(), live.end());
     g.job = job;
     in_flight.push_back(g.shared_from_this());
     compile_worker().submit(job);
+    if (mode != EagerMode::DeferAndFuse) settle_locked(g.shared_from_this());
     return;
   }
   job->run();

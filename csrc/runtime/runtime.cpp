@@ -1,5 +1,6 @@
 #include "runtime/runtime.h"
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 
@@ -135,16 +136,26 @@ void Runtime::synchronize(int device) {
   }
   // Errors belong to the op's outputs and are raised where they are used,
   // not by an unrelated synchronize.
-  for (auto& e : pending) {
+  for (size_t i = 0; i < pending.size(); ++i) {
     try {
-      e->await();
+      pending[i]->await();
     } catch (const Error&) {
+    } catch (...) {
+      // Interrupted: the launches not waited for yet stay known.
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t j = pending.size(); j-- > i;) launches_.push_front(std::move(pending[j]));
+      throw;
     }
   }
   drain_releases();
   check_index_flags();  // like a CUDA device-side assert, it surfaces at synchronize
 }
 
+
+int64_t Runtime::launches_in_progress() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::count_if(launches_.begin(), launches_.end(), [](const auto& e) { return !e->ready(); });
+}
 
 void Runtime::count(const std::string& what, int64_t n) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -54,6 +54,8 @@ class Runtime {
   // concurrently, so the newest one finishing proves nothing).
   void note_launch(std::unique_ptr<pjrt::Event> done);
   void synchronize(int device);
+  // Launches not finished yet (does not wait).
+  int64_t launches_in_progress() const;
 
   // Counters for torch_tpu.metrics(): ops recorded, flushes by reason,
   // cache hits and misses, compilations and their time, bytes moved...
