@@ -3,7 +3,7 @@
 PYTHON ?= python3
 BUILD_LOCK = /tmp/torch_tpu_build.lock
 
-.PHONY: install deps build test test-cpp test-py test-dist4 demo bench clean
+.PHONY: install deps build test test-cpp test-py test-dist4 test-faults test-faults-full demo bench clean
 
 deps:
 	bash scripts/install_deps.sh
@@ -30,6 +30,15 @@ test: install
 # tpu_dist with 4 processes (the default suite runs 2).
 test-dist4: build
 	$(PYTHON) -m pytest -q tests/distributed -m dist4
+
+# The fault suite (tests/faults/, each fault in its own subprocess): the CI
+# slice runs with every `make test`; -full adds the long trials (3000 more
+# cache fuzz trials, every kind of damage to every entry).
+test-faults: build
+	$(PYTHON) -m pytest -q tests/faults
+
+test-faults-full: build
+	$(PYTHON) -m pytest -q tests/faults -m "faults_full or not faults_full"
 
 demo: install
 	$(PYTHON) examples/train_classifier.py

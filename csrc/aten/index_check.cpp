@@ -1,25 +1,57 @@
-// Debug mode checks indices. On the device an out-of-range index cannot
-// raise (XLA's gather clamps it, its scatter drops the update), so strict and
-// defer_and_fuse do that; debug mode, which waits for every op anyway, reads
+// Index checks. On the device an out-of-range index cannot raise (XLA's
+// gather clamps it, its scatter drops the update), so by default strict and
+// defer_and_fuse do that. Debug mode, which waits for every op anyway, reads
 // the indices of the indexing ops back and raises IndexError naming the op,
-// as the CPU would.
+// as the CPU would. TORCH_TPU_CHECK_INDICES=1 checks them on the device
+// instead: a small reduction beside the op whose flag is read later
+// (runtime/index_flags.h). Which values are allowed follows the CPU: take,
+// put, index, index_put and index_fill wrap negative indices, the others
+// reject them; nll_loss allows its ignore_index.
 #include "aten/index_check.h"
 
 #include <map>
+
+#include "aten/origin.h"
+#include "aten/tensor_bridge.h"
+#include "lowering/index_range.h"
+#include "runtime/index_flags.h"
 
 namespace torch_tpu::aten {
 
 namespace {
 
-void check_range(const std::string& op, const at::Tensor& index, int64_t size, int64_t dim) {
-  if (!index.defined() || index.numel() == 0) return;
-  if (index.scalar_type() == c10::kBool || index.scalar_type() == c10::kByte) return;  // masks
-  at::Tensor host = index.to(c10::kCPU, c10::kLong);
-  int64_t lo = host.min().item<int64_t>(), hi = host.max().item<int64_t>();
-  int64_t bad = hi >= size ? hi : (lo < -size ? lo : 0);
-  TORCH_CHECK_INDEX(lo >= -size && hi < size, op, ": index ", bad,
-                    " is out of bounds for dimension ", dim, " with size ", size,
-                    " (tpu debug mode; strict and defer_and_fuse clamp reads and drop writes)");
+// One index argument and the range its values must lie in.
+struct IndexUse {
+  at::Tensor index;
+  int64_t size = 0, dim = 0;
+  bool negative_ok = false;
+  std::optional<int64_t> ignore;  // a value allowed anyway (nll_loss's ignore_index)
+  bool target = false;            // a class target (nll_loss), not an index
+  int64_t lo() const { return negative_ok ? -size : 0; }
+};
+
+// `found`: the offending value, when known (the device check only knows
+// that there is one).
+std::string range_message(const std::string& op, const IndexUse& u, const std::string& found) {
+  std::ostringstream m;
+  m << op << (u.target ? ": Target " : ": index ") << found << (found.empty() ? "" : " ")
+    << "is out of bounds";
+  if (u.target) m << " (" << u.size << " classes)";
+  else m << " for dimension " << u.dim << " with size " << u.size;
+  return m.str();
+}
+
+void check_on_host(const std::string& op, const IndexUse& u, const char* note) {
+  at::Tensor host = u.index.to(c10::kCPU, c10::kLong).flatten();
+  at::Tensor bad = (host < u.lo()).logical_or(host >= u.size);
+  if (u.ignore) bad = bad.logical_and(host != *u.ignore);
+  if (!bad.any().item<bool>()) return;
+  int64_t first = host.masked_select(bad)[0].item<int64_t>();
+  TORCH_CHECK_INDEX(false, range_message(op, u, std::to_string(first)), note);
+}
+
+bool is_index(const at::Tensor& t) {
+  return t.defined() && t.numel() > 0 && t.scalar_type() != c10::kBool && t.scalar_type() != c10::kByte;
 }
 
 int64_t dim_arg(const std::vector<c10::IValue>& v, size_t i, const at::Tensor& self) {
@@ -28,52 +60,124 @@ int64_t dim_arg(const std::vector<c10::IValue>& v, size_t i, const at::Tensor& s
 
 int64_t size_at(const at::Tensor& t, int64_t dim) { return t.dim() == 0 ? 1 : t.size(dim); }
 
-// Per op: which argument holds indices into which dimension of which tensor.
-using Checker = void (*)(const std::string& op, const std::vector<c10::IValue>& v);
+using Uses = std::vector<IndexUse>;
+using Finder = void (*)(const std::vector<c10::IValue>& v, Uses& out);
 
-const std::map<std::string, Checker>& checkers() {
-  static const std::map<std::string, Checker> table = {
-      {"aten::_index_put_impl_",
-       [](const std::string& op, const auto& v) { check_list(op, v[0].toTensor(), v[1]); }},
-      {"aten::embedding",
-       [](const std::string& op, const auto& v) {
-         check_range(op, v[1].toTensor(), v[0].toTensor().size(0), 0);
-       }},
-      {"aten::gather",
-       [](const std::string& op, const auto& v) {
-         const at::Tensor& self = v[0].toTensor();
-         int64_t d = dim_arg(v, 1, self);
-         check_range(op, v[2].toTensor(), size_at(self, d), d);
-       }},
-      {"aten::index.Tensor",
-       [](const std::string& op, const auto& v) { check_list(op, v[0].toTensor(), v[1]); }},
-      {"aten::index_put",
-       [](const std::string& op, const auto& v) { check_list(op, v[0].toTensor(), v[1]); }},
-      {"aten::index_put_",
-       [](const std::string& op, const auto& v) { check_list(op, v[0].toTensor(), v[1]); }},
-      {"aten::index_select",
-       [](const std::string& op, const auto& v) {
-         const at::Tensor& self = v[0].toTensor();
-         int64_t d = dim_arg(v, 1, self);
-         check_range(op, v[2].toTensor(), size_at(self, d), d);
-       }},
-  };
-  return table;
+void add(Uses& out, const at::Tensor& index, int64_t size, int64_t dim, bool negative_ok) {
+  if (is_index(index)) out.push_back({index, size, dim, negative_ok, std::nullopt, false});
 }
 
-}  // namespace
+// (self, dim, index, ...): index into self's dimension `dim`.
+template <bool NegativeOk>
+void along_dim(const std::vector<c10::IValue>& v, Uses& out) {
+  const at::Tensor& self = v[0].toTensor();
+  int64_t d = dim_arg(v, 1, self);
+  add(out, v[2].toTensor(), size_at(self, d), d, NegativeOk);
+}
 
-void check_list(const std::string& op, const at::Tensor& self, const c10::IValue& indices) {
+// (self, indices: Tensor?[], ...): advanced indexing of self's leading dims.
+void index_list(const std::vector<c10::IValue>& v, Uses& out) {
+  const at::Tensor& self = v[0].toTensor();
   int64_t d = 0;
-  for (const c10::IValue& e : indices.toListRef()) {
-    if (e.isTensor() && e.toTensor().defined()) check_range(op, e.toTensor(), size_at(self, d), d);
+  for (const c10::IValue& e : v[1].toListRef()) {
+    if (e.isTensor()) add(out, e.toTensor(), size_at(self, d), d, true);
     ++d;
   }
 }
 
-void check_indices(const std::string& op, const std::vector<c10::IValue>& values) {
-  auto it = checkers().find(op);
-  if (it != checkers().end()) it->second(op, values);
+// (self, index, ...): flat positions into self (take, put).
+void flat(const std::vector<c10::IValue>& v, Uses& out) {
+  add(out, v[1].toTensor(), v[0].toTensor().numel(), 0, true);
+}
+
+void embedding(const std::vector<c10::IValue>& v, Uses& out) {
+  add(out, v[1].toTensor(), v[0].toTensor().size(0), 0, false);
+}
+
+// nll_loss_forward(self, target, weight, reduction, ignore_index).
+void nll_target(const std::vector<c10::IValue>& v, Uses& out) {
+  const at::Tensor& self = v[0].toTensor();
+  const at::Tensor& target = v[1].toTensor();
+  if (!is_index(target)) return;
+  out.push_back({target, self.size(self.dim() >= 2 ? 1 : 0), 0, false, v[4].toInt(), true});
+}
+
+// Sorted by lowering name.
+const std::map<std::string, Finder>& finders() {
+  static const std::map<std::string, Finder> table = {
+      {"aten::_index_put_impl", &index_list},
+      {"aten::embedding", &embedding},
+      {"aten::gather", &along_dim<false>},
+      {"aten::index.Tensor", &index_list},
+      {"aten::index_add", &along_dim<false>},
+      {"aten::index_copy", &along_dim<false>},
+      {"aten::index_fill.int_Scalar", &along_dim<true>},
+      {"aten::index_fill.int_Tensor", &along_dim<true>},
+      {"aten::index_put", &index_list},
+      {"aten::index_reduce", &along_dim<false>},
+      {"aten::index_select", &along_dim<false>},
+      {"aten::nll_loss2d_forward", &nll_target},
+      {"aten::nll_loss_forward", &nll_target},
+      {"aten::put", &flat},
+      {"aten::scatter.reduce", &along_dim<false>},
+      {"aten::scatter.src", &along_dim<false>},
+      {"aten::scatter.value", &along_dim<false>},
+      {"aten::scatter.value_reduce", &along_dim<false>},
+      {"aten::scatter_add", &along_dim<false>},
+      {"aten::scatter_reduce.two", &along_dim<false>},
+      {"aten::take", &flat},
+  };
+  return table;
+}
+
+Uses uses_of(const std::string& lowering, const std::vector<c10::IValue>& values) {
+  Uses uses;
+  auto it = finders().find(lowering);
+  if (it != finders().end()) it->second(values, uses);
+  return uses;
+}
+
+}  // namespace
+
+void check_indices(const std::string& lowering, const std::string& op,
+                   const std::vector<c10::IValue>& values) {
+  for (const IndexUse& u : uses_of(lowering, values))
+    check_on_host(op, u, " (tpu debug mode; strict and defer_and_fuse clamp reads and drop writes)");
+}
+
+std::vector<DeviceIndexCheck> record_index_checks(const std::string& lowering, const std::string& op,
+                                                  const std::vector<c10::IValue>& values) {
+  std::vector<DeviceIndexCheck> checks;
+  for (const IndexUse& u : uses_of(lowering, values)) {
+    if (u.index.device().type() != c10::DeviceType::PrivateUse1) {
+      check_on_host(op, u, "");  // already on the host: no reason to wait
+      continue;
+    }
+    runtime::OpCall call;
+    call.lowering = &lowering::kIndexOutOfRange;
+    lowering::Arg index;
+    index.kind = lowering::Arg::Kind::Tensor;
+    lowering::Arg range;
+    range.kind = lowering::Arg::Kind::IntList;
+    range.index = 1;
+    range.ints = {u.lo(), u.size, u.ignore.value_or(0), u.ignore ? 1 : 0};
+    call.args = {index, range};
+    call.inputs = {{input_of(u.index)}, {}};
+    call.device = u.index.device().index();
+    std::string message = range_message(op, u, "");
+    auto origin = python_origin();
+    message += " (found on the tpu device with TORCH_TPU_CHECK_INDICES=1";
+    message += origin ? "; issued at " + *origin + ")" : ")";
+    checks.push_back({translate_errors([&] { return runtime::run_op(call)[0]; }), std::move(message)});
+  }
+  return checks;
+}
+
+void watch_index_checks(std::vector<DeviceIndexCheck>& checks,
+                        const std::vector<std::shared_ptr<runtime::DeviceBuffer>>& results) {
+  if (checks.empty()) return;
+  std::vector<std::weak_ptr<runtime::DeviceBuffer>> weak(results.begin(), results.end());
+  for (auto& c : checks) runtime::watch_index_flag(std::move(c.flag), std::move(c.message), weak);
 }
 
 }  // namespace torch_tpu::aten

@@ -565,11 +565,21 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     }
   }
   const bool debug = runtime::eager_mode() == runtime::EagerMode::Debug;
-  if (debug) check_indices(schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name()), values);
+  const std::string op_name =
+      schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+  std::vector<DeviceIndexCheck> index_checks;
+  if (debug) check_indices(route.lowering->name, op_name, values);
+  else if (env().check_indices) index_checks = record_index_checks(route.lowering->name, op_name, values);
   const bool compare = env().debug_compare_cpu && debug;
   std::vector<c10::IValue> host_args;
   if (compare) host_args = host_copies(values);
   auto outputs = translate_errors([&] { return runtime::run_op(call); });
+  if (!index_checks.empty()) {
+    std::vector<std::shared_ptr<runtime::DeviceBuffer>> written = outputs;
+    for (const auto& d : call.destinations)
+      if (d) written.push_back(d->target.storage->base);
+    watch_index_checks(index_checks, written);
+  }
   torch::jit::drop(*stack, n);
 
   if (route.variant == Variant::InPlace) {

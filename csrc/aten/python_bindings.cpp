@@ -8,17 +8,21 @@
 
 #include "aten/debug_compare.h"
 #include "aten/generator.h"
+#include "aten/interrupt_hooks.h"
 #include "aten/op_kernel.h"
 #include "aten/origin.h"
 #include "aten/pinned_memory.h"
 #include "aten/tensor_bridge.h"
 #include "common/env.h"
+#include "common/fork_guard.h"
 #include "common/tolerance.h"
+#include "common/warning.h"
 #include "lowering/registry.h"
 #include "runtime/device_copy.h"
 #include "runtime/disk_cache.h"
 #include "runtime/eager_mode.h"
 #include "runtime/executor.h"
+#include "runtime/failure_scope.h"
 #include "runtime/memory_stats.h"
 #include "runtime/runtime.h"
 
@@ -37,6 +41,8 @@ void init(std::vector<std::string> package_roots, std::vector<std::string> inter
   runtime::Runtime::set_package_roots(std::move(package_roots));
   aten::set_internal_dirs(std::move(internal_dirs));
   runtime::set_origin_provider(&aten::python_origin);
+  set_warning_sink([](const std::string& message) { TORCH_WARN(message); });
+  aten::install_interrupt_hooks();
   static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
                             __LINE__);
   aten::register_lowered_ops(lib);
@@ -59,6 +65,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_init", &init, "Set plugin search roots and register lowered ops");
   m.def("_load_runtime", []() { rt(); }, "Load the PJRT plugin now (raises if it cannot)");
   m.def("_runtime_loaded", &runtime::Runtime::initialized);
+  m.def("_is_in_bad_fork", &in_bad_fork);
   m.def("_device_count", []() { return rt().device_count(); });
   m.def("_current_device", &aten::current_device);
   m.def("_set_device", [](int d) {
@@ -138,8 +145,14 @@ PYBIND11_MODULE(_C, m) {
     return py::make_tuple(t.rtol, t.atol);
   });
   m.def("_cache_dir", []() { return runtime::disk_cache().dir(); });
+  m.def("_clear_programs_for_test", []() { rt().clear_programs_for_test(); },
+        "Test hook: forget the in-memory programs (the disk cache is read again)");
+  m.def("_launches_in_progress", []() { return rt().launches_in_progress(); },
+        "Launches not finished yet (does not wait)");
   m.def("_fail_next_launch", [](std::string msg) { rt().fail_next_launch(std::move(msg)); },
         "Test hook: the next launched op fails as if the device reported an error");
+  m.def("_reject_op_for_test", &runtime::reject_op_for_test,
+        "Test hook: programs holding this op fail to compile with the message ('' ends it)");
   m.def("_offset_next_cpu_reference", &aten::offset_next_reference,
         "Test hook: shift the next debug-mode CPU reference so a mismatch is reported");
   m.def("_lowered_ops", &lowering::registered_names);

@@ -41,6 +41,7 @@ const Env& env() {
     r.cache_dir = get("TORCH_TPU_CACHE_DIR");
     if (r.cache_dir.empty()) r.cache_dir = default_cache_dir();
     r.cache_max_bytes = number("TORCH_TPU_CACHE_MAX_BYTES", int64_t{2} << 30);
+    r.check_indices = flag("TORCH_TPU_CHECK_INDICES");
     r.cpu_fallback = flag("TORCH_TPU_CPU_FALLBACK");
     r.debug_compare_cpu = flag("TORCH_TPU_DEBUG_COMPARE_CPU");
     r.debug_nans = flag("TORCH_TPU_DEBUG_NANS");
@@ -63,6 +64,9 @@ std::vector<EnvVarDoc> env_table() {
        e.cache_dir},
       {"TORCH_TPU_CACHE_MAX_BYTES", "size bound of the persistent cache; oldest entries are evicted",
        std::to_string(e.cache_max_bytes)},
+      {"TORCH_TPU_CHECK_INDICES",
+       "1: strict and defer_and_fuse check indices on the device; a bad one raises IndexError at the next read",
+       b(e.check_indices)},
       {"TORCH_TPU_CPU_FALLBACK", "1: ops without a lowering run on the CPU (one warning per op)",
        b(e.cpu_fallback)},
       {"TORCH_TPU_DEBUG_COMPARE_CPU", "1: debug mode also runs each op on the CPU and reports the first that differs",

@@ -1,5 +1,7 @@
 #include "common/release_queue.h"
 
+#include "common/fork_guard.h"
+
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -70,9 +72,17 @@ ReleaseQueue& release_queue() {
 }  // namespace
 
 void release_later(std::function<void()> task, size_t nbytes) {
+  if (in_bad_fork()) {
+    // No release thread here, and the task would call into the plugin: the
+    // memory is the parent's copy, gone when this child exits.
+    new std::function<void()>(std::move(task));
+    return;
+  }
   release_queue().push(std::move(task), nbytes);
 }
 
-void drain_releases() { release_queue().drain(); }
+void drain_releases() {
+  if (!in_bad_fork()) release_queue().drain();
+}
 
 }  // namespace torch_tpu

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/fork_guard.h"
+#include "common/interrupt.h"
 #include "common/release_queue.h"
 
 namespace torch_tpu::pjrt {
@@ -79,7 +81,21 @@ void destroy_event(const Api* api, PJRT_Event* event) {
   api->PJRT_Event_Destroy(&args);
 }
 
+bool event_ready(const Api* api, PJRT_Event* event) {
+  PJRT_Event_IsReady_Args args{};
+  args.struct_size = PJRT_Event_IsReady_Args_STRUCT_SIZE;
+  args.event = event;
+  check(api, api->PJRT_Event_IsReady(&args), "Event_IsReady");
+  return args.is_ready;
+}
+
 void await_event(const Api* api, PJRT_Event* event, const char* what) {
+  try {
+    wait_interruptibly([&] { return event_ready(api, event); });
+  } catch (...) {
+    destroy_event(api, event);
+    throw;
+  }
   PJRT_Event_Await_Args args{};
   args.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE;
   args.event = event;
@@ -92,9 +108,12 @@ void await_event(const Api* api, PJRT_Event* event, const char* what) {
 
 // ---------------------------------------------------------------- Event
 
-Event::~Event() { destroy_event(api_, event_); }
+Event::~Event() {
+  if (!in_bad_fork()) destroy_event(api_, event_);  // the plugin's threads are the parent's
+}
 
 void Event::await() {
+  wait_interruptibly([&] { return ready(); });
   PJRT_Event_Await_Args args{};
   args.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE;
   args.event = event_;

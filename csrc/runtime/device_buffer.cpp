@@ -1,8 +1,10 @@
 #include "runtime/device_buffer.h"
 
 #include "common/error.h"
+#include "common/fork_guard.h"
 #include "hlo/builder.h"
 #include "runtime/executor.h"
+#include "runtime/index_flags.h"
 #include "runtime/memory_stats.h"
 #include "runtime/runtime.h"
 
@@ -81,6 +83,15 @@ void DeviceBuffer::set_error(std::string message) {
   error_ = std::move(message);
 }
 
+void DeviceBuffer::take_value(DeviceBuffer& other) {
+  if (other.state_ != State::Materialized) return set_error(other.error_);
+  if (other.counted_) record_free(other.device_, other.type_.nbytes());
+  std::unique_ptr<pjrt::Buffer> b = std::move(other.buffer_);
+  other.state_ = State::Error;
+  other.error_ = "its value was moved to the tensor it was recomputed for";
+  fulfil(std::move(b));
+}
+
 DeviceBuffer::~DeviceBuffer() {
   if (buffer_ && counted_) record_free(device_, type_.nbytes());
 }
@@ -94,6 +105,7 @@ void DeviceBuffer::set_buffer(std::unique_ptr<pjrt::Buffer> b) {
 void DeviceBuffer::raise_error() const { fail(ErrorKind::Runtime, error_); }
 
 const pjrt::Buffer& DeviceBuffer::buffer() {
+  check_not_forked();  // an inherited tensor's buffer belongs to the parent's client
   if (state_ == State::Deferred && graph_) {
     std::shared_ptr<Graph> g = graph_;  // flushing resets graph_
     flush_graph(g, "value needed");
@@ -119,6 +131,7 @@ void DeviceBuffer::wait() {
 void DeviceBuffer::to_host(void* dst) {
   if (type_.nbytes() == 0) return;
   wait();
+  check_index_flags();  // a failed device-side index check raises before the value leaves
   buffer_->to_host(dst);
 }
 

@@ -56,6 +56,9 @@ class DeviceBuffer {
   // Called by the graph's flush.
   void fulfil(std::unique_ptr<pjrt::Buffer> b);
   void set_error(std::string message);
+  // Takes the value (or the error) of `other`, which was computed for it
+  // again (runtime/failure_scope.h); `other` is left in the Error state.
+  void take_value(DeviceBuffer& other);
 
   // The PJRT buffer, running the pending op first if deferred. Throws the
   // recorded error in the Error state.

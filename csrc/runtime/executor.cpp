@@ -11,9 +11,11 @@
 
 #include "common/env.h"
 #include "common/error.h"
+#include "common/interrupt.h"
 #include "common/key_text.h"
 #include "lowering/common.h"
 #include "runtime/eager_mode.h"
+#include "runtime/failure_scope.h"
 #include "runtime/number_bytes.h"
 #include "runtime/runtime.h"
 
@@ -213,6 +215,10 @@ struct CompileJob {
   }
 
   void wait() {
+    wait_interruptibly([&] {  // a long compile or launch: Ctrl-C still works
+      std::lock_guard<std::mutex> lock(mu);
+      return done;
+    });
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return done; });
   }
@@ -282,8 +288,14 @@ std::vector<std::shared_ptr<Graph>> in_flight;
 // Takes the results of a graph whose program ran (or compiled) on the worker.
 void settle_locked(const std::shared_ptr<Graph>& g) {
   if (!g->job) return;
+  g->job->wait();  // if interrupted, the graph stays in flight, to be settled later
   std::shared_ptr<CompileJob> job = std::move(g->job);
   in_flight.erase(std::remove(in_flight.begin(), in_flight.end(), g), in_flight.end());
+  if (!job->error.empty() && g->nodes.size() > 1) {
+    std::vector<std::shared_ptr<DeviceBuffer>> params = std::move(job->params);
+    job->params.clear();
+    return split_failed_graph(*g, params, job->error);
+  }
   job->adopt_live();
 }
 
@@ -330,6 +342,7 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   key += '@';
   append_int(key, g.device);
 
+  check_rejected_for_test(g);
   std::shared_ptr<CompiledProgram> program = rt.lookup(key);
   std::string mlir;
   std::vector<TensorType> out_types;
@@ -358,7 +371,7 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   job->args.reserve(g.params.size() + program->numbers.size());
   for (const auto& p : g.params) {
     if (p->state() == DeviceBuffer::State::Error)
-      return poison(live, p->error_message());
+      return split_failed_graph(g, g.params, p->error_message());
     job->args.push_back(&p->buffer());
   }
   for (const NumberParam& np : program->numbers) {
@@ -383,14 +396,16 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
     job->mlir = std::move(mlir);
     job->out_types = std::move(out_types);
   }
-  if (mode == EagerMode::DeferAndFuse) {
+  if (mode == EagerMode::DeferAndFuse || !job->mlir.empty()) {
     // The program compiles (if new) and launches on the worker thread while
     // this thread records what comes next; its results are taken when first
-    // needed.
+    // needed. Strict and debug compile there too, and wait at once: a wait
+    // can be interrupted (Ctrl-C), a compile on this thread could not.
     job->live.assign(live.begin(), live.end());
     g.job = job;
     in_flight.push_back(g.shared_from_this());
     compile_worker().submit(job);
+    if (mode != EagerMode::DeferAndFuse) settle_locked(g.shared_from_this());
     return;
   }
   job->run();
@@ -432,8 +447,9 @@ void flush_locked(std::shared_ptr<Graph> g, const char* reason) {
     try {
       launch(*g, live, live_ids);
     } catch (const Error& e) {
-      // Building or compiling failed: nothing ran; the live results carry it.
-      poison(live, failure_message(*g, e.what()));
+      // Building or compiling failed: nothing ran; only the results that
+      // depend on the op at fault carry it.
+      split_failed_graph(*g, g->params, failure_message(*g, e.what()));
     }
   }
   g->params.clear();
@@ -503,7 +519,8 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
   }
   node.args = std::move(call.args);  // the caller is done with them
   node.types = node_types(sig, node, bases.buffers);
-  if (origin_provider) node.origin = origin_provider();
+  node.origin = std::move(call.origin);
+  if (!node.origin && origin_provider) node.origin = origin_provider();
   count("ops_recorded");
 
   const auto& types = node.types->results;
@@ -691,6 +708,25 @@ const lowering::Lowering kConjNeg{"tpu::conj_neg", &conj_neg, false};
 
 std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call) {
   std::lock_guard<std::recursive_mutex> lock(mu);
+  return record(call);
+}
+
+std::vector<std::shared_ptr<DeviceBuffer>> run_op_alone(OpCall& call) {
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  struct Aside {  // the recording graph and the mode, restored on the way out
+    int device;
+    std::shared_ptr<Graph> recording;
+    EagerMode saved = mode;
+    ~Aside() {
+      mode = saved;
+      if (recording) current[device] = std::move(recording);
+    }
+  } aside{call.device, nullptr};
+  if (auto it = current.find(call.device); it != current.end()) {
+    aside.recording = std::move(it->second);
+    current.erase(it);
+  }
+  mode = EagerMode::Strict;
   return record(call);
 }
 

@@ -41,11 +41,17 @@ struct OpCall {
   std::vector<std::optional<Destination>> destinations;
   int device = 0;
   hlo::ElementType default_float = hlo::ElementType::F32;
+  // Where the op was issued; null: asked of the origin provider.
+  std::shared_ptr<const std::string> origin;
 };
 
 // Returns one buffer per lowering output; null for outputs written into a
 // destination. Throws torch_tpu::Error for bad input (nothing recorded).
 std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call);
+
+// Runs one op as its own program now, as strict mode would, whatever the
+// mode, outside the graph being recorded (which is left as it was).
+std::vector<std::shared_ptr<DeviceBuffer>> run_op_alone(OpCall& call);
 
 // Runs a recorded graph now (no-op if it already ran). Results nobody holds
 // are dropped from the program; a failure turns the live results into

@@ -1,15 +1,18 @@
 #include "runtime/runtime.h"
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 
 #include "common/env.h"
 #include "common/error.h"
+#include "common/fork_guard.h"
 #include "common/release_queue.h"
 #include "pjrt/discovery.h"
 #include "runtime/device_buffer.h"
 #include "runtime/disk_cache.h"
 #include "runtime/executor.h"
+#include "runtime/index_flags.h"
 
 namespace torch_tpu::runtime {
 
@@ -29,16 +32,19 @@ void Runtime::set_package_roots(std::vector<std::string> roots) {
 }
 
 bool Runtime::initialized() {
+  if (in_bad_fork()) return false;  // the parent's runtime is not usable here
   std::lock_guard<std::mutex> lock(init_mu);
   return instance != nullptr;
 }
 
 Runtime& Runtime::get() {
+  check_not_forked();
   std::lock_guard<std::mutex> lock(init_mu);
   if (!instance) {
     pjrt::PluginChoice choice = pjrt::discover_plugin(env().pjrt_plugin, package_roots());
     auto plugin = pjrt::Plugin::load(choice);
     instance = new Runtime(std::make_unique<pjrt::Client>(std::move(plugin)));
+    arm_fork_guard();
   }
   return *instance;
 }
@@ -83,13 +89,13 @@ std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir,
                                                    int device) {
   if (env().dump_hlo) std::cerr << mlir << std::endl;
   auto start = std::chrono::steady_clock::now();
-  // XLA_FLAGS change what the plugin's compiler emits (fast math, ISA), so
-  // an executable compiled under other flags is another entry.
-  std::string disk_key = client_->plugin().identity() + "|" + client_->platform_version() +
-                         "|XLA_FLAGS " + env().xla_flags + "|device " +
-                         std::to_string(client_->device_info(device).id) + "|" + mlir;
+  CacheKey disk_key{client_->plugin().identity(), client_->platform_version(), env().xla_flags,
+                    client_->device_info(device).id, mlir};
   std::unique_ptr<pjrt::Executable> exe;
-  if (auto bytes = disk_cache().load(disk_key)) {
+  bool damaged = false;
+  auto bytes = disk_cache().load(disk_key, &damaged);
+  if (damaged) count("disk_damaged");
+  if (bytes) {
     try {
       exe = client_->deserialize(*bytes, outputs);
       count("disk_hits");
@@ -130,15 +136,26 @@ void Runtime::synchronize(int device) {
   }
   // Errors belong to the op's outputs and are raised where they are used,
   // not by an unrelated synchronize.
-  for (auto& e : pending) {
+  for (size_t i = 0; i < pending.size(); ++i) {
     try {
-      e->await();
+      pending[i]->await();
     } catch (const Error&) {
+    } catch (...) {
+      // Interrupted: the launches not waited for yet stay known.
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t j = pending.size(); j-- > i;) launches_.push_front(std::move(pending[j]));
+      throw;
     }
   }
   drain_releases();
+  check_index_flags();  // like a CUDA device-side assert, it surfaces at synchronize
 }
 
+
+int64_t Runtime::launches_in_progress() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::count_if(launches_.begin(), launches_.end(), [](const auto& e) { return !e->ready(); });
+}
 
 void Runtime::count(const std::string& what, int64_t n) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -153,6 +170,12 @@ std::map<std::string, int64_t> Runtime::counters() const {
 void Runtime::reset_counters() {
   std::lock_guard<std::mutex> lock(mu_);
   counters_.clear();
+}
+
+void Runtime::clear_programs_for_test() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_.clear();
+  lru_.clear();
 }
 
 void Runtime::fail_next_launch(std::string message) {

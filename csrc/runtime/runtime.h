@@ -54,6 +54,8 @@ class Runtime {
   // concurrently, so the newest one finishing proves nothing).
   void note_launch(std::unique_ptr<pjrt::Event> done);
   void synchronize(int device);
+  // Launches not finished yet (does not wait).
+  int64_t launches_in_progress() const;
 
   // Counters for torch_tpu.metrics(): ops recorded, flushes by reason,
   // cache hits and misses, compilations and their time, bytes moved...
@@ -61,6 +63,9 @@ class Runtime {
   std::map<std::string, int64_t> counters() const;
   void reset_counters();
 
+  // Test hook: forgets the in-memory programs, so the next launches compile
+  // or come from the persistent cache.
+  void clear_programs_for_test();
   // Test hook: the next launched op fails as if the device had reported an
   // error asynchronously; its outputs carry `message`.
   void fail_next_launch(std::string message);

@@ -186,7 +186,8 @@ def reset_peak_memory_stats(device=None) -> None:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a child forked after the runtime started (where tpu raises)."""
+    return _C._is_in_bad_fork()
 
 
 # ---- mixed precision: torch.tpu.amp (amp.py); torch.autocast asks for get_amp_supported_dtype

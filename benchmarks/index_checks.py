@@ -1,0 +1,105 @@
+"""Cost of TORCH_TPU_CHECK_INDICES=1 (device-side index checks) next to the
+default (XLA's clamp and drop), measured side by side in one run. The flag is
+read once per process, so each measurement runs in a child process; rounds
+interleave the two settings so drift on a shared machine hits both alike.
+
+Workloads, in strict and defer_and_fuse:
+  lookups: a chain of embedding lookups and gathers (every op is checked);
+  gpt:     a small GPT training step with AdamW (benchmarks/gpt.py "small":
+           three checked ops -- two embeddings and the cross-entropy target --
+           among a few hundred).
+Prints steps/s of each setting and the ratio checked/default (paired per
+round, median and range)."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def worker(workload, mode, steps):
+    import torch
+    import torch.nn.functional as F
+
+    import torch_tpu
+    sys.path.insert(0, HERE)
+    from gpt import GPT, SIZES, loss_fn
+
+    torch_tpu.set_eager_mode(mode)
+    torch.manual_seed(0)
+    if workload == "lookups":
+        table = torch.randn(1000, 64).to("tpu")
+        idx = torch.randint(0, 1000, (256,)).to("tpu")
+
+        def step():
+            x = F.embedding(idx, table)
+            for _ in range(16):
+                x = x.gather(0, (idx[:, None] % 256).expand(256, 64)) + F.embedding(idx, table)
+            return x.sum().item()
+    else:
+        cfg = dict(SIZES["small"])
+        batch = cfg.pop("batch")
+        model = GPT(**cfg).to("tpu")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        idx = torch.randint(0, cfg["vocab"], (batch, cfg["seq"])).to("tpu")
+        tgt = torch.randint(0, cfg["vocab"], (batch, cfg["seq"])).to("tpu")
+
+        def step():
+            opt.zero_grad()
+            loss = loss_fn(model, idx, tgt)
+            loss.backward()
+            opt.step()
+            return loss.item()
+    for _ in range(3):  # compile and warm the caches
+        step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    print(json.dumps({"steps_per_s": steps / (time.perf_counter() - start)}))
+
+
+def measure(workload, mode, checked, steps):
+    env = dict(os.environ)
+    env.pop("TORCH_TPU_CHECK_INDICES", None)
+    if checked:
+        env["TORCH_TPU_CHECK_INDICES"] = "1"
+    out = subprocess.run([sys.executable, __file__, "--worker", workload, mode, str(steps)],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["steps_per_s"]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--worker", nargs=3)
+    p.add_argument("--json", default="")
+    a = p.parse_args()
+    if a.worker:
+        return worker(a.worker[0], a.worker[1], int(a.worker[2]))
+    results = {}
+    print(f"{'workload':8} {'mode':15} {'default st/s':>12} {'checked st/s':>12} "
+          f"{'checked/default':>16} (paired range)")
+    for workload in ("lookups", "gpt"):
+        for mode in ("strict", "defer_and_fuse"):
+            off, on = [], []
+            for _ in range(a.rounds):
+                off.append(measure(workload, mode, False, a.steps))
+                on.append(measure(workload, mode, True, a.steps))
+            ratios = [y / x for x, y in zip(off, on)]
+            r = dict(default=statistics.median(off), checked=statistics.median(on),
+                     ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios))
+            results[f"{workload}/{mode}"] = r
+            print(f"{workload:8} {mode:15} {r['default']:12.2f} {r['checked']:12.2f} "
+                  f"{r['ratio']:16.3f} ({r['ratio_min']:.3f}-{r['ratio_max']:.3f})")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+#include "common/interrupt.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace torch_tpu {
+
+namespace {
+std::atomic<bool (*)()> can_hook{nullptr};
+std::atomic<void (*)()> check_hook{nullptr};
+}  // namespace
+
+void set_interrupt_hooks(InterruptHooks hooks) {
+  can_hook = hooks.can_interrupt;
+  check_hook = hooks.check;
+}
+
+namespace detail {
+
+bool can_interrupt() {
+  auto f = can_hook.load();
+  return f && check_hook.load() && f();
+}
+
+void check_interrupt() {
+  if (auto f = check_hook.load()) f();
+}
+
+void pause(int step) {
+  // 10 us doubling to 0.5 ms: a short op is seen finished soon after it
+  // is, a long one costs a wake-up per 0.5 ms.
+  std::this_thread::sleep_for(std::chrono::microseconds(std::min(10 << std::min(step, 6), 500)));
+}
+
+}  // namespace detail
+
+}  // namespace torch_tpu

@@ -1,0 +1,39 @@
+"""Interrupts (common/interrupt.h): SIGINT at random moments of a loop of tpu
+ops raises KeyboardInterrupt, leaves no result half-written and the process
+usable; a long wait is interrupted while it waits."""
+import json
+import random
+import signal
+import time
+
+import pytest
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_sigint_at_random_moments(fault, mode, rounds=4):
+    p = fault.start("interrupt_loop", mode, rounds)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        rng = random.Random(mode)
+        seen = 0
+        while seen < rounds:
+            time.sleep(rng.uniform(0.05, 1.0))
+            p.send_signal(signal.SIGINT)
+            line = p.stdout.readline()  # the child says when it has taken one
+            assert line.startswith("interrupt"), (line, p.stderr.read()[-3000:])
+            seen += 1
+        out, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err[-3000:]
+    s = json.loads(out.strip().splitlines()[-1])
+    assert s["interrupts"] == rounds and s["wrong"] == 0, s
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_sigint_during_a_long_wait(fault, mode):
+    s = fault.summary(fault.run("interrupt_wait", mode, timeout=400))
+    print(s)  # seconds_to_interrupt / seconds_to_finish: the report's figures
+    assert s["interrupted"] and s["in_progress_at_interrupt"] > 0, s
+    assert s["right"], s

@@ -1,0 +1,40 @@
+"""`interrupt_loop.py MODE ROUNDS`: runs a loop of tpu ops (MODE: strict or
+defer_and_fuse) while its parent sends SIGINT at random moments. Each
+KeyboardInterrupt is caught; then every tensor the loop produced so far
+must equal the CPU's (pending work finished, never half-written) and new
+work must run. Prints "ready" first and a JSON summary last."""
+import json
+import sys
+
+import torch
+
+import torch_tpu
+
+mode, rounds = sys.argv[1], int(sys.argv[2])
+torch_tpu.set_eager_mode(mode)
+g = torch.Generator().manual_seed(0)
+w_cpu = torch.randn(64, 64, generator=g) * 0.1
+w = w_cpu.to("tpu")
+interrupts, wrong, steps = 0, 0, 0
+print("ready", flush=True)
+while interrupts < rounds:
+    x_cpu = torch.randn(64, 64, generator=g)
+    x = x_cpu.to("tpu")
+    done = []
+    try:
+        for i in range(200):
+            x = torch.tanh(x @ w) + 0.5
+            x_cpu = torch.tanh(x_cpu @ w_cpu) + 0.5
+            done.append((x, x_cpu))
+            if i % 7 == 0:
+                torch.tpu.synchronize()
+            steps += 1
+    except KeyboardInterrupt:
+        interrupts += 1
+        print("interrupt", interrupts, flush=True)
+    for t, ref in done:
+        if not torch.allclose(t.cpu(), ref, rtol=1e-4, atol=1e-5):
+            wrong += 1
+    if not torch.equal((torch.ones(3).to("tpu") * 2).cpu(), torch.full((3,), 2.0)):
+        wrong += 1
+print(json.dumps(dict(mode=mode, interrupts=interrupts, wrong=wrong, steps=steps)))

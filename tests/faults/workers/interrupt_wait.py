@@ -1,0 +1,40 @@
+"""`interrupt_wait.py MODE`: a SIGINT sent while the main thread waits for a
+long graph (torch.tpu.synchronize) raises KeyboardInterrupt during the wait:
+launches are still in progress when it is caught. The result is then
+complete and right. Prints a JSON summary."""
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+import torch
+
+import torch_tpu
+
+torch_tpu.set_eager_mode(sys.argv[1])
+g = torch.Generator().manual_seed(0)
+a_cpu = torch.randn(1024, 1024, generator=g) / 32
+a = a_cpu.to("tpu")
+(a @ a).cpu()  # compiled beforehand: the wait is for running, not compiling
+y = a
+for _ in range(40):
+    y = torch.tanh(y @ a)
+start = time.monotonic()
+threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+out = dict(interrupted=False)
+try:
+    torch.tpu.synchronize()
+except KeyboardInterrupt:
+    out["interrupted"] = True
+    out["in_progress_at_interrupt"] = torch_tpu._C._launches_in_progress()
+    out["seconds_to_interrupt"] = time.monotonic() - start
+ref = a_cpu
+for _ in range(40):
+    ref = torch.tanh(ref @ a_cpu)
+out["seconds_to_finish"] = None
+got = y.cpu()
+out["seconds_to_finish"] = time.monotonic() - start
+out["right"] = bool(torch.allclose(got, ref, rtol=1e-3, atol=1e-4))
+print(json.dumps(out))

@@ -1,0 +1,114 @@
+"""Out-of-range indices: debug mode raises IndexError at the op, as the CPU
+does; TORCH_TPU_CHECK_INDICES=1 checks on the device in strict and
+defer_and_fuse and raises when a value next leaves the device; by default
+those modes follow XLA (reads clamp, writes drop)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_tpu
+
+# The eleven out-of-range cases of issue 18 (index 5 into size 3), each as
+# f(x, idx) over device tensors.
+BAD = {
+    "index": lambda x, i: x[i],
+    "gather": lambda x, i: x.gather(0, i),
+    "index_select": lambda x, i: x.index_select(0, i),
+    "embedding": lambda x, i: F.embedding(i, x[:, None]),
+    "take": lambda x, i: x.take(i),
+    "cross_entropy": lambda x, i: F.cross_entropy(x[None, :], i),
+    "one_hot": lambda x, i: F.one_hot(i, 3),
+    "scatter_": lambda x, i: x.clone().scatter_(0, i, 1.0),
+    "index_add_": lambda x, i: x.clone().index_add_(0, i, torch.ones(1, device=x.device)),
+    "setitem": lambda x, i: x.clone().index_put_((i,), torch.tensor(7.0, device=x.device)),
+    "index_copy_": lambda x, i: x.clone().index_copy_(0, i, torch.ones(1, device=x.device)),
+}
+
+# In range, including what the CPU allows beyond [0, size): negative indices
+# where it wraps them, and cross_entropy's ignore_index.
+GOOD = {
+    "index": (lambda x, i: x[i], [2, -3]),
+    "gather": (lambda x, i: x.gather(0, i), [0, 2]),
+    "index_select": (lambda x, i: x.index_select(0, i), [2, 1]),
+    "embedding": (lambda x, i: F.embedding(i, x[:, None]), [1, 2]),
+    "take": (lambda x, i: x.take(i), [-1, 0]),
+    "cross_entropy": (lambda x, i: F.cross_entropy(x[None, :].expand(2, 3), i), [2, -100]),
+    "one_hot": (lambda x, i: F.one_hot(i, 3), [0, 2]),
+    "scatter_": (lambda x, i: x.clone().scatter_(0, i, 1.0), [2, 0]),
+    "index_add_": (lambda x, i: x.clone().index_add_(0, i, torch.ones(2, device=x.device)), [2, 2]),
+    "setitem": (lambda x, i: x.clone().index_put_((i,), torch.tensor(7.0, device=x.device)), [-1, 0]),
+    "index_copy_": (lambda x, i: x.clone().index_copy_(0, i, torch.ones(2, device=x.device)), [0, 1]),
+    "index_fill_": (lambda x, i: x.clone().index_fill_(0, i, 4.0), [-1, 1]),
+    "put_": (lambda x, i: x.clone().put_(i, torch.ones(2, device=x.device)), [-3, 2]),
+}
+
+
+def inputs(device):
+    return torch.tensor([0.5, -1.0, 2.0], device=device)
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_debug_mode_raises_index_error(case):
+    with torch_tpu.eager_mode("debug"):
+        with pytest.raises(IndexError, match="out of bounds"):
+            BAD[case](inputs("tpu"), torch.tensor([5], device="tpu"))
+    with pytest.raises((IndexError, RuntimeError)):  # the CPU refuses it too
+        BAD[case](inputs("cpu"), torch.tensor([5]))
+
+
+@pytest.mark.parametrize("case", sorted(GOOD))
+def test_debug_mode_allows_what_the_cpu_allows(case):
+    f, idx = GOOD[case]
+    with torch_tpu.eager_mode("debug"):
+        got = f(inputs("tpu"), torch.tensor(idx, device="tpu")).cpu()
+    torch.testing.assert_close(got, f(inputs("cpu"), torch.tensor(idx)))
+
+
+def test_default_strict_mode_clamps_reads_as_documented():
+    x = inputs("cpu")
+    got = x.to("tpu").index_select(0, torch.tensor([5], device="tpu")).cpu()
+    torch.testing.assert_close(got, x[[2]])  # index clamped to the last row
+
+
+CHECKED = """
+import sys, torch, torch_tpu
+sys.path.insert(0, {tests!r})
+from test_index_checks import BAD, GOOD, inputs
+torch_tpu.set_eager_mode({mode!r})
+for name, f in sorted(BAD.items()):
+    x = inputs("tpu")
+    r = f(x, torch.tensor([5], device="tpu"))
+    after = (x * 2).sum()  # work issued after the bad op, before any read
+    try:
+        r.cpu()
+        print("SILENT", name)
+    except IndexError as e:
+        assert "TORCH_TPU_CHECK_INDICES" in str(e) and "test_index_checks.py:" in str(e), str(e)
+        try:
+            r.cpu()  # the op's result stays poisoned
+            print("SILENT-AGAIN", name)
+        except RuntimeError:
+            pass
+    assert after.item() == 3.0, name  # the runtime stays usable
+for name, (f, idx) in sorted(GOOD.items()):
+    got = f(inputs("tpu"), torch.tensor(idx, device="tpu")).cpu()
+    torch.testing.assert_close(got, f(inputs("cpu"), torch.tensor(idx)))
+# A bad index found at synchronize, as a CUDA device-side assert is.
+torch.tensor([1.0, 2.0], device="tpu").gather(0, torch.tensor([9], device="tpu"))
+try:
+    torch.tpu.synchronize()
+    print("SILENT synchronize")
+except IndexError:
+    pass
+print("CHECKED-OK")
+"""
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_check_indices_raises_on_the_next_read(run_python, mode):
+    import os
+    code = CHECKED.format(tests=os.path.dirname(__file__), mode=mode)
+    r = run_python(code, TORCH_TPU_CHECK_INDICES="1")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "SILENT" not in r.stdout, r.stdout
+    assert "CHECKED-OK" in r.stdout
