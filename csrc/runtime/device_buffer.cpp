@@ -75,23 +75,24 @@ void DeviceBuffer::fulfil(std::unique_ptr<pjrt::Buffer> b) {
   set_buffer(std::move(b));
 }
 
-void DeviceBuffer::set_error(std::string message) {
+void DeviceBuffer::set_error(std::string message, ErrorKind kind) {
   graph_.reset();
   state_ = State::Error;
   error_ = std::move(message);
+  error_kind_ = kind;
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (buffer_ && counted_) record_free(device_, type_.nbytes());
+  if (buffer_ && counted_) record_free(device_, type_.nbytes(), this);
 }
 
 void DeviceBuffer::set_buffer(std::unique_ptr<pjrt::Buffer> b) {
   buffer_ = std::move(b);
   state_ = State::Materialized;
-  if (counted_) record_alloc(device_, type_.nbytes());
+  if (counted_) record_alloc(device_, type_.nbytes(), this);
 }
 
-void DeviceBuffer::raise_error() const { fail(ErrorKind::Runtime, error_); }
+void DeviceBuffer::raise_error() const { fail(error_kind_, error_); }
 
 const pjrt::Buffer& DeviceBuffer::buffer() {
   if (state_ == State::Deferred && graph_) {
@@ -110,7 +111,9 @@ void DeviceBuffer::wait() {
   } catch (const Error& e) {
     state_ = State::Error;
     error_ = "tpu op '" + producer_ + "' failed on the device: " + e.what();
-    if (counted_) record_free(device_, type_.nbytes());
+    error_kind_ = e.kind();
+    if (e.kind() == ErrorKind::OutOfMemory) record_oom(device_);
+    if (counted_) record_free(device_, type_.nbytes(), this);
     buffer_.reset();
     raise_error();
   }
@@ -120,6 +123,7 @@ void DeviceBuffer::to_host(void* dst) {
   if (type_.nbytes() == 0) return;
   wait();
   buffer_->to_host(dst);
+  Runtime::get().count("bytes_to_host", type_.nbytes());
 }
 
 }  // namespace torch_tpu::runtime

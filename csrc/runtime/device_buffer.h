@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "common/error.h"
 #include "hlo/types.h"
 #include "pjrt/client.h"
 
@@ -55,7 +56,7 @@ class DeviceBuffer {
 
   // Called by the graph's flush.
   void fulfil(std::unique_ptr<pjrt::Buffer> b);
-  void set_error(std::string message);
+  void set_error(std::string message, ErrorKind kind = ErrorKind::Runtime);
 
   // The PJRT buffer, running the pending op first if deferred. Throws the
   // recorded error in the Error state.
@@ -78,6 +79,7 @@ class DeviceBuffer {
   std::unique_ptr<pjrt::Buffer> buffer_;
   std::string producer_;
   std::string error_;
+  ErrorKind error_kind_ = ErrorKind::Runtime;  // what raising the error throws
   std::shared_ptr<Graph> graph_;
   int node_ = -1, result_ = -1;
   bool counted_ = true;

@@ -8,6 +8,7 @@
 #include "common/release_queue.h"
 #include "pjrt/discovery.h"
 #include "runtime/device_buffer.h"
+#include "runtime/device_timeline.h"
 #include "runtime/disk_cache.h"
 #include "runtime/executor.h"
 
@@ -80,9 +81,11 @@ void Runtime::insert(const std::string& key, std::shared_ptr<CompiledProgram> pr
 
 std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir,
                                                    std::vector<hlo::TensorType> outputs,
-                                                   int device) {
+                                                   int device, const ProgramLabel& label) {
   if (env().dump_hlo) std::cerr << mlir << std::endl;
   auto start = std::chrono::steady_clock::now();
+  int64_t start_ns = now_ns();
+  const char* tier = "disk";
   // XLA_FLAGS change what the plugin's compiler emits (fast math, ISA), so
   // an executable compiled under other flags is another entry.
   std::string disk_key = client_->plugin().identity() + "|" + client_->platform_version() +
@@ -98,6 +101,7 @@ std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir,
     }
   }
   if (!exe) {
+    tier = "compiled";
     exe = client_->compile(mlir, outputs, device);
     count("compiled");
     try {
@@ -110,6 +114,7 @@ std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir,
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                 std::chrono::steady_clock::now() - start).count();
   count("compile_us", us);
+  note_compile(label, tier, device, start_ns, now_ns());
   return exe;
 }
 
