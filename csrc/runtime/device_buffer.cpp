@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "hlo/builder.h"
+#include "runtime/device_memory.h"
 #include "runtime/executor.h"
 #include "runtime/memory_stats.h"
 #include "runtime/runtime.h"
@@ -24,10 +25,11 @@ std::unique_ptr<pjrt::Buffer> run_zeros(const hlo::TensorType& type, int device)
     if (!slot) {
       hlo::Builder b;
       hlo::Value z = b.zeros(type.dtype, type.shape);
-      slot = rt.compile(b.module({z}), {type}, device);
+      slot = rt.compile(b.module({z}), {type}, device, {"zeros " + type.str(), 1, "", 0});
     }
     exe = slot;
   }
+  check_allocation(device, type.nbytes(), "the zeros of a fresh tensor (" + type.str() + ")");
   auto out = exe->execute({}, {}, device);
   return std::move(out[0]);
 }
@@ -52,10 +54,11 @@ std::shared_ptr<DeviceBuffer> DeviceBuffer::materialized(std::unique_ptr<pjrt::B
 }
 
 std::shared_ptr<DeviceBuffer> DeviceBuffer::error(const hlo::TensorType& type,
-                                                  std::string message, int device) {
+                                                  std::string message, int device, ErrorKind kind) {
   std::shared_ptr<DeviceBuffer> b(new DeviceBuffer(type, device));
   b->state_ = State::Error;
   b->error_ = std::move(message);
+  b->error_kind_ = kind;
   return b;
 }
 

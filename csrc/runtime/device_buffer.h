@@ -35,7 +35,7 @@ class DeviceBuffer {
                                                     std::string producer, int device,
                                                     bool counted = true);
   static std::shared_ptr<DeviceBuffer> error(const hlo::TensorType& type, std::string message,
-                                             int device);
+                                             int device, ErrorKind kind = ErrorKind::Runtime);
   // Result `result` of node `node` of an unflushed graph.
   static std::shared_ptr<DeviceBuffer> pending(const hlo::TensorType& type, int device,
                                                std::shared_ptr<Graph> graph, int node, int result,
@@ -49,6 +49,7 @@ class DeviceBuffer {
   int device() const { return device_; }
   const std::string& producer() const { return producer_; }
   const std::string& error_message() const { return error_; }
+  ErrorKind error_kind() const { return error_kind_; }
   // The unflushed graph that will produce this buffer, if any.
   const std::shared_ptr<Graph>& graph() const { return graph_; }
   int graph_node() const { return node_; }

@@ -385,7 +385,7 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   job->args.reserve(g.params.size() + program->numbers.size());
   for (const auto& p : g.params) {
     if (p->state() == DeviceBuffer::State::Error)
-      return poison(live, p->error_message());
+      return poison(live, p->error_message(), p->error_kind());
     job->args.push_back(&p->buffer());
   }
   for (const NumberParam& np : program->numbers) {
@@ -557,7 +557,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
   for (const auto& b : bases.buffers) {
     if (b->state() == DeviceBuffer::State::Error) {
       for (size_t j = 0; j < types.size(); ++j)
-        results[j] = DeviceBuffer::error(types[j], b->error_message(), call.device);
+        results[j] = DeviceBuffer::error(types[j], b->error_message(), call.device, b->error_kind());
       return finish(results);
     }
   }
@@ -865,7 +865,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> CapturedProgram::run(
     const auto& buf = s.input >= 0 ? inputs[s.input] : s.constant;
     if (buf->state() == DeviceBuffer::State::Error) {
       for (const auto& t : output_types_)
-        results.push_back(DeviceBuffer::error(t, buf->error_message(), device_));
+        results.push_back(DeviceBuffer::error(t, buf->error_message(), device_, buf->error_kind()));
       return results;
     }
     args.push_back(&buf->buffer());
