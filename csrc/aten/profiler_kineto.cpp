@@ -146,9 +146,11 @@ class TpuActivityProfiler final : public libkineto::IActivityProfiler {
 
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(
       const std::set<ActivityType>& types, const libkineto::Config&) override {
+    // torch 2.13 passes these types in CPU-only traces too, so such traces
+    // also get the device rows.
     for (ActivityType t : activities_)
       if (types.count(t)) return std::make_unique<TpuProfilerSession>();
-    return nullptr;  // a CPU-only trace: nothing to record on the device
+    return nullptr;
   }
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(
       int64_t, int64_t, const std::set<ActivityType>& types, const libkineto::Config& config) override {
