@@ -139,7 +139,7 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
     lines.append(dbl)
     if not abbreviated:
         free, total, source = _C._mem_get_info(idx)
-        where = "PJRT plugin" if source == "plugin" else "host memory (the plugin reports none)"
+        where = "PJRT plugin" if source == "plugin" else "host memory"
         lines.append("| " + f"Device free / total: {_fmt_bytes(free).strip()} / "
                      f"{_fmt_bytes(total).strip()} ({where})".ljust(width - 1) + "|")
         lines.append(dbl)
