@@ -203,8 +203,10 @@ def test_streams_and_events_are_the_one_device_stream():
     e.synchronize()
     assert e.query()
     torch.testing.assert_close(y.cpu(), torch.arange(4.0) * 3)
-    with pytest.raises(NotImplementedError, match="time"):
-        torch.tpu.Event(enable_timing=True)
+    timed = torch.tpu.Event(enable_timing=True)  # timing: tests/test_timing_events.py
+    timed.record()
+    timed.synchronize()
+    assert timed.query()
 
 
 def test_device_properties_have_torch_cuda_fields():

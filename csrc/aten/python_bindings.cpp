@@ -19,6 +19,8 @@
 #include "common/warning.h"
 #include "lowering/registry.h"
 #include "runtime/device_copy.h"
+#include "runtime/device_memory.h"
+#include "runtime/device_timeline.h"
 #include "runtime/disk_cache.h"
 #include "runtime/eager_mode.h"
 #include "runtime/executor.h"
@@ -57,11 +59,13 @@ aten::TpuGenerator* gen(int device) {
 
 namespace torch_tpu::aten {
 void bind_capture(py::module& m);
+void bind_memory_history(py::module& m);
 }
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native extension";
   aten::bind_capture(m);
+  aten::bind_memory_history(m);
   m.def("_init", &init, "Set plugin search roots and register lowered ops");
   m.def("_load_runtime", []() { rt(); }, "Load the PJRT plugin now (raises if it cannot)");
   m.def("_runtime_loaded", &runtime::Runtime::initialized);
@@ -100,20 +104,17 @@ PYBIND11_MODULE(_C, m) {
     aten::wait_for_pinned_reads();
   });
   m.def("_pending_pinned_reads", &aten::pending_pinned_reads);
-  m.def("_memory_stats", [](int i) {
-    aten::translate_errors([&] { rt().check_device(i); });
-    auto s = runtime::memory_stats(i);
-    py::dict d;
-    d["allocated_bytes.all.current"] = s.allocated;
-    d["allocated_bytes.all.peak"] = s.peak;
-    d["allocation.all.allocated"] = s.num_allocs;
-    d["allocation.all.freed"] = s.num_frees;
-    d["allocation.all.current"] = s.num_allocs - s.num_frees;
-    return d;
+  m.def("_mem_get_info", [](int i) {
+    auto info = aten::translate_errors([&] { return runtime::device_memory_info(i); });
+    return py::make_tuple(info.free, info.total, info.source);
   });
-  m.def("_reset_peak_memory_stats", [](int i) {
+  m.def("_set_memory_fraction", [](double f, int i) {
+    aten::translate_errors([&] { runtime::set_memory_fraction(i, f); });
+  });
+  m.def("_memory_fraction", [](int i) { return runtime::memory_fraction(i); });
+  m.def("_device_busy_fraction", [](int i, double window_s) {
     aten::translate_errors([&] { rt().check_device(i); });
-    runtime::reset_peak(i);
+    return runtime::busy_fraction(i, window_s);
   });
   m.def("_counters", []() {
     py::dict d;

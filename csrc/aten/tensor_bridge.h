@@ -39,6 +39,7 @@ decltype(auto) translate_errors(F&& f) {
       case ErrorKind::Type: TORCH_CHECK_TYPE(false, e.what());
       case ErrorKind::NotImplemented: TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());
       case ErrorKind::Runtime: TORCH_CHECK(false, e.what());
+      case ErrorKind::OutOfMemory: TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
     }
     throw;
   }

@@ -48,7 +48,15 @@ const Env& env() {
     r.defer_and_fuse = flag("TORCH_TPU_DEFER_AND_FUSE");
     r.dump_hlo = flag("TORCH_TPU_DUMP_HLO");
     r.fuse_max_ops = number("TORCH_TPU_FUSE_MAX_OPS", 4096);
+    r.log = get("TORCH_TPU_LOG");
+    r.log_compile = ("," + r.log + ",").find(",compile,") != std::string::npos;
     r.pjrt_plugin = get("TORCH_TPU_PJRT_PLUGIN");
+    r.slow_compile_seconds = 5.0;
+    try {
+      if (!get("TORCH_TPU_SLOW_COMPILE_SECONDS").empty())
+        r.slow_compile_seconds = std::stod(get("TORCH_TPU_SLOW_COMPILE_SECONDS"));
+    } catch (...) {
+    }
     r.launch_blocking = flag("TPU_LAUNCH_BLOCKING");
     r.xla_flags = get("XLA_FLAGS");
     return r;
@@ -77,8 +85,13 @@ std::vector<EnvVarDoc> env_table() {
       {"TORCH_TPU_DUMP_HLO", "1: print every StableHLO module before it is compiled", b(e.dump_hlo)},
       {"TORCH_TPU_FUSE_MAX_OPS", "ops a deferred graph may hold before it is flushed",
        std::to_string(e.fuse_max_ops)},
+      {"TORCH_TPU_LOG", "comma-separated log channels; compile: one stderr line per compilation",
+       e.log},
       {"TORCH_TPU_PJRT_PLUGIN", "path of the PJRT plugin to load instead of discovering one",
        e.pjrt_plugin},
+      {"TORCH_TPU_SLOW_COMPILE_SECONDS",
+       "compile seconds of one burst after which one line says what is compiling (default 5)",
+       std::to_string(e.slow_compile_seconds)},
       {"TPU_LAUNCH_BLOCKING", "1: start in the debug eager mode (wait for every op)",
        b(e.launch_blocking)},
       {"XLA_FLAGS", "XLA's own flags, read by the plugin's compiler; they key the persistent cache",

@@ -19,7 +19,10 @@ struct Env {
   bool defer_and_fuse = false;      // TORCH_TPU_DEFER_AND_FUSE=1: start in defer_and_fuse mode
   bool dump_hlo = false;            // TORCH_TPU_DUMP_HLO=1: print each compiled module to stderr
   int64_t fuse_max_ops = 0;         // TORCH_TPU_FUSE_MAX_OPS: size bound of a deferred graph
+  std::string log;                  // TORCH_TPU_LOG: comma-separated log channels ("compile")
+  bool log_compile = false;         //   ... includes "compile": one stderr line per compilation
   std::string pjrt_plugin;          // TORCH_TPU_PJRT_PLUGIN: path of the PJRT plugin to load
+  double slow_compile_seconds = 0;  // TORCH_TPU_SLOW_COMPILE_SECONDS: when to report a compile burst
   bool launch_blocking = false;     // TPU_LAUNCH_BLOCKING=1: start in debug mode
   std::string xla_flags;            // XLA_FLAGS: read by the plugin's XLA; part of cache keys
 };

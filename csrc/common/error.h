@@ -8,7 +8,9 @@
 
 namespace torch_tpu {
 
-enum class ErrorKind { Runtime, Value, Type, Index, NotImplemented };
+// OutOfMemory: a device allocation or program could not get the memory it
+// needs; it becomes c10::OutOfMemoryError (torch.OutOfMemoryError).
+enum class ErrorKind { Runtime, Value, Type, Index, NotImplemented, OutOfMemory };
 
 class Error : public std::runtime_error {
  public:

@@ -1,6 +1,7 @@
 #include "pjrt/client.h"
 
 #include <algorithm>
+#include <cstddef>
 
 #include "common/error.h"
 #include "common/fork_guard.h"
@@ -126,6 +127,38 @@ bool Event::ready() const {
   args.event = event_;
   check(api_, api_->PJRT_Event_IsReady(&args), "Event_IsReady");
   return args.is_ready;
+}
+
+namespace {
+struct ReadyCall {
+  const Api* api;
+  Event::ReadyFn fn;
+  void* arg;
+};
+void ready_trampoline(PJRT_Error* error, void* user_arg) {
+  auto* call = static_cast<ReadyCall*>(user_arg);
+  bool failed = error != nullptr;
+  if (failed) {
+    PJRT_Error_Destroy_Args destroy{};
+    destroy.struct_size = PJRT_Error_Destroy_Args_STRUCT_SIZE;
+    destroy.error = error;
+    call->api->PJRT_Error_Destroy(&destroy);
+  }
+  call->fn(failed, call->arg);
+  delete call;
+}
+}  // namespace
+
+void Event::on_ready(ReadyFn fn, void* arg) const {
+  PJRT_Event_OnReady_Args args{};
+  args.struct_size = PJRT_Event_OnReady_Args_STRUCT_SIZE;
+  args.event = event_;
+  args.callback = &ready_trampoline;
+  auto* call = new ReadyCall{api_, fn, arg};
+  args.user_arg = call;
+  PJRT_Error* err = api_->PJRT_Event_OnReady(&args);
+  if (err) delete call;  // not registered: the callback never runs
+  check(api_, err, "Event_OnReady");
 }
 
 // ---------------------------------------------------------------- Buffer
@@ -408,6 +441,32 @@ DeviceInfo Client::device_info(int index) const {
     info.attributes.emplace_back(std::string(v.name, v.name_size), std::move(text));
   }
   return info;
+}
+
+DeviceMemory Client::device_memory(int index) const {
+  TPU_CHECK(index >= 0 && index < device_count(), ErrorKind::Runtime, "invalid device index ",
+            index, ": ", device_count(), " device(s) available");
+  const Api* api = plugin_->api();
+  DeviceMemory m;
+  if (api->struct_size <= offsetof(PJRT_Api, PJRT_Device_MemoryStats) ||
+      api->PJRT_Device_MemoryStats == nullptr)
+    return m;
+  PJRT_Device_MemoryStats_Args args{};
+  args.struct_size = PJRT_Device_MemoryStats_Args_STRUCT_SIZE;
+  args.device = devices_[index];
+  PJRT_Error* err = api->PJRT_Device_MemoryStats(&args);
+  if (err) {
+    // The CPU plugin answers UNIMPLEMENTED: no figures, not a failure.
+    try {
+      check(api, err, "Device_MemoryStats");
+    } catch (const Error&) {
+    }
+    return m;
+  }
+  m.known = true;
+  m.bytes_in_use = args.bytes_in_use;
+  m.bytes_limit = args.bytes_limit_is_set ? args.bytes_limit : 0;
+  return m;
 }
 
 std::unique_ptr<Executable> Client::compile(const std::string& mlir,

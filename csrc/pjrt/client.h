@@ -24,6 +24,10 @@ class Event {
   Event& operator=(const Event&) = delete;
   void await();
   bool ready() const;
+  // Calls fn(failed, arg) once the event is ready, on a plugin thread (or at
+  // once when it already is). fn must be quick and must not call PJRT.
+  using ReadyFn = void (*)(bool failed, void* arg);
+  void on_ready(ReadyFn fn, void* arg) const;
 
  private:
   const Api* api_;
@@ -91,6 +95,14 @@ class Executable {
   int replicas_;
 };
 
+// PJRT_Device_MemoryStats, where the plugin reports it (the CPU plugin does
+// not: `known` is false there).
+struct DeviceMemory {
+  bool known = false;
+  int64_t bytes_in_use = 0;
+  int64_t bytes_limit = 0;  // 0: the plugin gave no limit
+};
+
 struct DeviceInfo {
   int id = 0;
   std::string kind;  // the plugin's device kind, e.g. "cpu", "TPU v5 lite"
@@ -120,6 +132,7 @@ class Client {
   std::string platform_version() const;
   int device_count() const { return static_cast<int>(devices_.size()); }
   DeviceInfo device_info(int index) const;
+  DeviceMemory device_memory(int index) const;
 
   // Compiles MLIR text (StableHLO) for addressable device `device_index`.
   // `output_types` are recorded on the executable so results carry their

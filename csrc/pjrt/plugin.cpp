@@ -23,11 +23,19 @@ std::string error_message(const Api* api, PJRT_Error* error) {
 void check(const Api* api, PJRT_Error* error, const char* what) {
   if (error == nullptr) return;
   std::string message = error_message(api, error);
+  PJRT_Error_GetCode_Args code{};
+  code.struct_size = PJRT_Error_GetCode_Args_STRUCT_SIZE;
+  code.error = error;
+  // The CPU plugin reports a failed allocation as INTERNAL "Out of memory
+  // allocating N bytes", so the message counts as well as the code.
+  bool exhausted = (api->PJRT_Error_GetCode(&code) == nullptr &&
+                    code.code == PJRT_Error_Code_RESOURCE_EXHAUSTED) ||
+                   message.find("Out of memory") != std::string::npos;
   PJRT_Error_Destroy_Args destroy{};
   destroy.struct_size = PJRT_Error_Destroy_Args_STRUCT_SIZE;
   destroy.error = error;
   api->PJRT_Error_Destroy(&destroy);
-  fail(ErrorKind::Runtime, "PJRT ", what, " failed: ", message);
+  fail(exhausted ? ErrorKind::OutOfMemory : ErrorKind::Runtime, "PJRT ", what, " failed: ", message);
 }
 
 std::shared_ptr<Plugin> Plugin::load(const PluginChoice& choice) {

@@ -3,6 +3,7 @@
 #include "common/error.h"
 #include "common/fork_guard.h"
 #include "hlo/builder.h"
+#include "runtime/device_memory.h"
 #include "runtime/executor.h"
 #include "runtime/index_flags.h"
 #include "runtime/memory_stats.h"
@@ -26,10 +27,11 @@ std::unique_ptr<pjrt::Buffer> run_zeros(const hlo::TensorType& type, int device)
     if (!slot) {
       hlo::Builder b;
       hlo::Value z = b.zeros(type.dtype, type.shape);
-      slot = rt.compile(b.module({z}), {type}, device);
+      slot = rt.compile(b.module({z}), {type}, device, {"zeros " + type.str(), 1, "", 0});
     }
     exe = slot;
   }
+  check_allocation(device, type.nbytes(), "the zeros of a fresh tensor (" + type.str() + ")");
   auto out = exe->execute({}, {}, device);
   return std::move(out[0]);
 }
@@ -54,10 +56,11 @@ std::shared_ptr<DeviceBuffer> DeviceBuffer::materialized(std::unique_ptr<pjrt::B
 }
 
 std::shared_ptr<DeviceBuffer> DeviceBuffer::error(const hlo::TensorType& type,
-                                                  std::string message, int device) {
+                                                  std::string message, int device, ErrorKind kind) {
   std::shared_ptr<DeviceBuffer> b(new DeviceBuffer(type, device));
   b->state_ = State::Error;
   b->error_ = std::move(message);
+  b->error_kind_ = kind;
   return b;
 }
 
@@ -77,15 +80,16 @@ void DeviceBuffer::fulfil(std::unique_ptr<pjrt::Buffer> b) {
   set_buffer(std::move(b));
 }
 
-void DeviceBuffer::set_error(std::string message) {
+void DeviceBuffer::set_error(std::string message, ErrorKind kind) {
   graph_.reset();
   state_ = State::Error;
   error_ = std::move(message);
+  error_kind_ = kind;
 }
 
 void DeviceBuffer::take_value(DeviceBuffer& other) {
-  if (other.state_ != State::Materialized) return set_error(other.error_);
-  if (other.counted_) record_free(other.device_, other.type_.nbytes());
+  if (other.state_ != State::Materialized) return set_error(other.error_, other.error_kind_);
+  if (other.counted_) record_free(other.device_, other.type_.nbytes(), &other);
   std::unique_ptr<pjrt::Buffer> b = std::move(other.buffer_);
   other.state_ = State::Error;
   other.error_ = "its value was moved to the tensor it was recomputed for";
@@ -93,16 +97,16 @@ void DeviceBuffer::take_value(DeviceBuffer& other) {
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (buffer_ && counted_) record_free(device_, type_.nbytes());
+  if (buffer_ && counted_) record_free(device_, type_.nbytes(), this);
 }
 
 void DeviceBuffer::set_buffer(std::unique_ptr<pjrt::Buffer> b) {
   buffer_ = std::move(b);
   state_ = State::Materialized;
-  if (counted_) record_alloc(device_, type_.nbytes());
+  if (counted_) record_alloc(device_, type_.nbytes(), this);
 }
 
-void DeviceBuffer::raise_error() const { fail(ErrorKind::Runtime, error_); }
+void DeviceBuffer::raise_error() const { fail(error_kind_, error_); }
 
 const pjrt::Buffer& DeviceBuffer::buffer() {
   check_not_forked();  // an inherited tensor's buffer belongs to the parent's client
@@ -122,7 +126,9 @@ void DeviceBuffer::wait() {
   } catch (const Error& e) {
     state_ = State::Error;
     error_ = "tpu op '" + producer_ + "' failed on the device: " + e.what();
-    if (counted_) record_free(device_, type_.nbytes());
+    error_kind_ = e.kind();
+    if (e.kind() == ErrorKind::OutOfMemory) record_oom(device_);
+    if (counted_) record_free(device_, type_.nbytes(), this);
     buffer_.reset();
     raise_error();
   }
@@ -133,6 +139,7 @@ void DeviceBuffer::to_host(void* dst) {
   wait();
   check_index_flags();  // a failed device-side index check raises before the value leaves
   buffer_->to_host(dst);
+  Runtime::get().count("bytes_to_host", type_.nbytes());
 }
 
 }  // namespace torch_tpu::runtime

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "common/error.h"
 #include "hlo/types.h"
 #include "pjrt/client.h"
 
@@ -34,7 +35,7 @@ class DeviceBuffer {
                                                     std::string producer, int device,
                                                     bool counted = true);
   static std::shared_ptr<DeviceBuffer> error(const hlo::TensorType& type, std::string message,
-                                             int device);
+                                             int device, ErrorKind kind = ErrorKind::Runtime);
   // Result `result` of node `node` of an unflushed graph.
   static std::shared_ptr<DeviceBuffer> pending(const hlo::TensorType& type, int device,
                                                std::shared_ptr<Graph> graph, int node, int result,
@@ -48,6 +49,7 @@ class DeviceBuffer {
   int device() const { return device_; }
   const std::string& producer() const { return producer_; }
   const std::string& error_message() const { return error_; }
+  ErrorKind error_kind() const { return error_kind_; }
   // The unflushed graph that will produce this buffer, if any.
   const std::shared_ptr<Graph>& graph() const { return graph_; }
   int graph_node() const { return node_; }
@@ -55,7 +57,7 @@ class DeviceBuffer {
 
   // Called by the graph's flush.
   void fulfil(std::unique_ptr<pjrt::Buffer> b);
-  void set_error(std::string message);
+  void set_error(std::string message, ErrorKind kind = ErrorKind::Runtime);
   // Takes the value (or the error) of `other`, which was computed for it
   // again (runtime/failure_scope.h); `other` is left in the Error state.
   void take_value(DeviceBuffer& other);
@@ -81,6 +83,7 @@ class DeviceBuffer {
   std::unique_ptr<pjrt::Buffer> buffer_;
   std::string producer_;
   std::string error_;
+  ErrorKind error_kind_ = ErrorKind::Runtime;  // what raising the error throws
   std::shared_ptr<Graph> graph_;
   int node_ = -1, result_ = -1;
   bool counted_ = true;

@@ -14,9 +14,13 @@
 #include "common/interrupt.h"
 #include "common/key_text.h"
 #include "lowering/common.h"
+#include "runtime/device_memory.h"
+#include "runtime/device_timeline.h"
 #include "runtime/eager_mode.h"
 #include "runtime/failure_scope.h"
+#include "runtime/memory_stats.h"
 #include "runtime/number_bytes.h"
+#include "runtime/profiler_events.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::runtime {
@@ -146,13 +150,16 @@ std::unique_ptr<pjrt::Buffer> rng_state_buffer(uint64_t seed, uint64_t offset, i
   return Runtime::get().client().from_host(state, {ElementType::U64, {2}}, device);
 }
 
-// Every launch goes through here, so that synchronize() knows of it.
+// Every launch goes through here, so that synchronize() knows of it and its
+// completion is stamped for timing events and the profiler.
 std::vector<std::unique_ptr<pjrt::Buffer>> execute(const pjrt::Executable& exe,
                                                    const std::vector<const pjrt::Buffer*>& args,
-                                                   const std::vector<bool>& donated, int device) {
+                                                   const std::vector<bool>& donated, int device,
+                                                   LaunchLabel label) {
   std::unique_ptr<pjrt::Event> finished;
   auto outs = exe.execute(args, donated, device, &finished);
   Runtime& rt = Runtime::get();
+  note_launch_timing(finished.get(), device, std::move(label));
   rt.note_launch(std::move(finished));
   rt.count("launches");
   rt.count("donated_buffers", std::count(donated.begin(), donated.end(), true));
@@ -167,8 +174,23 @@ std::string failure_message(const Graph& g, const std::string& what) {
          ", last " + g.describe(static_cast<int>(g.nodes.size()) - 1) + ") failed: " + what;
 }
 
-void poison(const std::vector<std::shared_ptr<DeviceBuffer>>& live, const std::string& message) {
-  for (const auto& b : live) b->set_error(message);
+void poison(const std::vector<std::shared_ptr<DeviceBuffer>>& live, const std::string& message,
+            ErrorKind kind = ErrorKind::Runtime) {
+  for (const auto& b : live) b->set_error(message, kind);
+}
+
+// A graph's name in traces and logs: its op, or its op count, first and last op.
+ProgramLabel program_label(const Graph& g) {
+  ProgramLabel l;
+  l.ops = static_cast<int>(g.nodes.size());
+  if (g.nodes.empty()) return l;
+  const std::string& first = g.nodes.front().lowering->name;
+  l.name = l.ops == 1 ? first
+                      : "graph of " + std::to_string(l.ops) + " ops: " + first + " .. " +
+                            g.nodes.back().lowering->name;
+  if (g.nodes.front().origin) l.origin = *g.nodes.front().origin;
+  l.correlation = current_correlation();
+  return l;
 }
 
 // ---------------------------------------------------------------- flushing
@@ -191,9 +213,11 @@ struct CompileJob {
   std::vector<std::shared_ptr<pjrt::Buffer>> numbers;
   std::vector<std::unique_ptr<pjrt::Buffer>> states;
   std::vector<std::weak_ptr<DeviceBuffer>> live;  // when run on the worker
+  ProgramLabel label;
   // Results of run():
   std::vector<std::unique_ptr<pjrt::Buffer>> outs;
   std::string error;
+  ErrorKind error_kind = ErrorKind::Runtime;
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
@@ -202,12 +226,15 @@ struct CompileJob {
     Runtime& rt = Runtime::get();
     try {
       if (!mlir.empty()) {
-        program->exe = rt.compile(mlir, out_types, device);
+        program->exe = rt.compile(mlir, out_types, device, label);
         rt.insert(key, program);
       }
-      outs = execute(*program->exe, args, program->donated, device);
+      outs = execute(*program->exe, args, program->donated, device,
+                     {label.name, label.ops, mlir.empty() ? "hit" : "miss", label.correlation});
     } catch (const Error& e) {
       error = failure + e.what();
+      error_kind = e.kind();
+      if (e.kind() == ErrorKind::OutOfMemory) record_oom(device);
     }
     std::lock_guard<std::mutex> lock(mu);
     done = true;
@@ -226,7 +253,7 @@ struct CompileJob {
   void adopt(const std::vector<std::shared_ptr<DeviceBuffer>>& targets) {
     wait();
     params.clear();
-    if (!error.empty()) return poison(targets, error);
+    if (!error.empty()) return poison(targets, error, error_kind);
     for (size_t k = 0; k < targets.size(); ++k) targets[k]->fulfil(std::move(outs[k]));
   }
 
@@ -371,7 +398,7 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   job->args.reserve(g.params.size() + program->numbers.size());
   for (const auto& p : g.params) {
     if (p->state() == DeviceBuffer::State::Error)
-      return split_failed_graph(g, g.params, p->error_message());
+      return split_failed_graph(g, g.params, p->error_message(), p->error_kind());
     job->args.push_back(&p->buffer());
   }
   for (const NumberParam& np : program->numbers) {
@@ -384,6 +411,11 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
       job->args.push_back(job->numbers.back().get());
     }
   }
+  // New device memory: the outputs no donated input turns into.
+  int64_t new_bytes = 0;
+  for (size_t k = 0; k < live.size(); ++k)
+    if (!taken[k]) new_bytes += live[k]->type().nbytes();
+  check_allocation(g.device, new_bytes, "tpu op " + g.describe(0));
   std::string injected;
   if (rt.take_injected_failure(&injected))
     return poison(live, failure_message(g, "on the device: " + injected));
@@ -391,6 +423,7 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   job->params = g.params;  // kept alive (and donated) until the launch
   job->failure = failure_message(g, "");
   job->device = g.device;
+  job->label = program_label(g);
   if (!mlir.empty()) {
     job->key = std::move(key);
     job->mlir = std::move(mlir);
@@ -447,9 +480,9 @@ void flush_locked(std::shared_ptr<Graph> g, const char* reason) {
     try {
       launch(*g, live, live_ids);
     } catch (const Error& e) {
-      // Building or compiling failed: nothing ran; only the results that
-      // depend on the op at fault carry it.
-      split_failed_graph(*g, g->params, failure_message(*g, e.what()));
+      // Building, compiling or the memory guard failed: nothing ran; only
+      // the results that depend on the op at fault carry it.
+      split_failed_graph(*g, g->params, failure_message(*g, e.what()), e.kind());
     }
   }
   g->params.clear();
@@ -540,7 +573,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
   for (const auto& b : bases.buffers) {
     if (b->state() == DeviceBuffer::State::Error) {
       for (size_t j = 0; j < types.size(); ++j)
-        results[j] = DeviceBuffer::error(types[j], b->error_message(), call.device);
+        results[j] = DeviceBuffer::error(types[j], b->error_message(), call.device, b->error_kind());
       return finish(results);
     }
   }
@@ -835,7 +868,10 @@ std::shared_ptr<CapturedProgram> end_capture(const std::vector<std::shared_ptr<D
     for (const auto& t : g->nodes[np.node].types->outputs) count = std::max<uint64_t>(count, t.numel());
     program->numbers_.push_back({number_of(a, np), np.type, np.rng, count});
   }
-  program->exe_ = Runtime::get().compile(b.module(outs), program->output_types_, g->device);
+  program->label_ = program_label(*g);
+  program->label_.name = "torch.compile " + program->label_.name;
+  program->exe_ = Runtime::get().compile(b.module(outs), program->output_types_, g->device,
+                                         program->label_);
   count("captured_programs");
   return program;
 }
@@ -843,7 +879,7 @@ std::shared_ptr<CapturedProgram> end_capture(const std::vector<std::shared_ptr<D
 const pjrt::Executable& CapturedProgram::executable(bool donating) const {
   if (donating) return *exe_;
   std::lock_guard<std::mutex> lock(keep_mu_);
-  if (!exe_keep_) exe_keep_ = Runtime::get().compile(mlir_keep_, output_types_, device_);
+  if (!exe_keep_) exe_keep_ = Runtime::get().compile(mlir_keep_, output_types_, device_, label_);
   return *exe_keep_;
 }
 
@@ -864,7 +900,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> CapturedProgram::run(
     const auto& buf = s.input >= 0 ? inputs[s.input] : s.constant;
     if (buf->state() == DeviceBuffer::State::Error) {
       for (const auto& t : output_types_)
-        results.push_back(DeviceBuffer::error(t, buf->error_message(), device_));
+        results.push_back(DeviceBuffer::error(t, buf->error_message(), device_, buf->error_kind()));
       return results;
     }
     args.push_back(&buf->buffer());
@@ -886,7 +922,8 @@ std::vector<std::shared_ptr<DeviceBuffer>> CapturedProgram::run(
   }
   std::vector<std::unique_ptr<pjrt::Buffer>> outs;
   try {
-    outs = execute(executable(donating), args, donated, device_);
+    outs = execute(executable(donating), args, donated, device_,
+                   {label_.name, label_.ops, "hit", current_correlation()});
   } catch (const Error& e) {
     for (const auto& t : output_types_)
       results.push_back(DeviceBuffer::error(t, std::string("compiled tpu program failed: ") + e.what(), device_));
@@ -918,6 +955,7 @@ std::shared_ptr<DeviceBuffer> upload(const void* data, const TensorType& type, i
   Runtime& rt = Runtime::get();
   rt.check_device(device);
   count("bytes_to_device", type.nbytes());
+  check_allocation(device, type.nbytes(), "copy from host");
   return DeviceBuffer::materialized(rt.client().from_host(data, type, device), "copy from host",
                                     device);
 }

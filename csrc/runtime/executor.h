@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lowering/registry.h"
+#include "runtime/compile_log.h"
 #include "runtime/graph.h"
 #include "runtime/storage.h"
 #include "runtime/view.h"
@@ -113,6 +114,7 @@ class CapturedProgram {
   std::vector<hlo::TensorType> input_types_;
   std::vector<hlo::TensorType> output_types_;
   int device_ = 0;
+  ProgramLabel label_;  // "torch.compile graph of N ops: ..." in traces and logs
 };
 
 // Flushes pending work and starts recording into a capture graph.

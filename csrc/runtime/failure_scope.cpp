@@ -83,11 +83,11 @@ std::vector<std::shared_ptr<DeviceBuffer>> rerun(const Graph& g, int n, const Ba
 }  // namespace
 
 void split_failed_graph(Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& params,
-                        const std::string& error) {
+                        const std::string& error, ErrorKind kind) {
   if (g.nodes.size() <= 1) {
     for (auto& node_results : g.results)
       for (auto& weak : node_results)
-        if (auto b = weak.lock()) b->set_error(error);
+        if (auto b = weak.lock()) b->set_error(error, kind);
     return;
   }
   std::vector<std::vector<std::shared_ptr<DeviceBuffer>>> values(g.nodes.size());

@@ -20,9 +20,10 @@ namespace torch_tpu::runtime {
 
 // Settles the live results of `g`, whose program failed with `error`:
 // `params` are the buffers the program was given (Graph::params at launch).
-// A graph of one node has nothing to split: its results carry `error`.
+// A graph of one node has nothing to split: its results carry `error`
+// (raised as `kind`).
 void split_failed_graph(Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& params,
-                        const std::string& error);
+                        const std::string& error, ErrorKind kind = ErrorKind::Runtime);
 
 // Test hook: every program holding a node of lowering `op` fails to compile
 // with `message`, as if the compiler rejected that op (an empty `op` ends

@@ -1,6 +1,7 @@
 #include "runtime/memory_stats.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -8,37 +9,71 @@ namespace torch_tpu::runtime {
 
 namespace {
 std::mutex mu;
-std::vector<MemoryStats>& table(int device) {
+std::atomic<MemoryObserver> observer{nullptr};
+
+MemoryStats& slot(int device) {
   static std::vector<MemoryStats> t;
   if (static_cast<int>(t.size()) <= device) t.resize(device + 1);
-  return t;
+  return t[device];
+}
+
+void grow(Stat& s, int64_t n) {
+  s.current += n;
+  s.allocated += n;
+  s.peak = std::max(s.peak, s.current);
+}
+
+void shrink(Stat& s, int64_t n) {
+  s.current -= n;
+  s.freed += n;
 }
 }  // namespace
 
-void record_alloc(int device, int64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu);
-  MemoryStats& s = table(device)[device];
-  s.allocated += bytes;
-  s.peak = std::max(s.peak, s.allocated);
-  ++s.num_allocs;
+void record_alloc(int device, int64_t bytes, const void* block) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    MemoryStats& s = slot(device);
+    grow(s.bytes, bytes);
+    grow(s.blocks, 1);
+  }
+  if (auto f = observer.load()) f(device, block, bytes, true);
 }
 
-void record_free(int device, int64_t bytes) {
+void record_free(int device, int64_t bytes, const void* block) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    MemoryStats& s = slot(device);
+    shrink(s.bytes, bytes);
+    shrink(s.blocks, 1);
+  }
+  if (auto f = observer.load()) f(device, block, bytes, false);
+}
+
+void record_oom(int device) {
   std::lock_guard<std::mutex> lock(mu);
-  MemoryStats& s = table(device)[device];
-  s.allocated -= bytes;
-  ++s.num_frees;
+  ++slot(device).num_ooms;
 }
 
 MemoryStats memory_stats(int device) {
   std::lock_guard<std::mutex> lock(mu);
-  return table(device)[device];
+  return slot(device);
 }
 
 void reset_peak(int device) {
   std::lock_guard<std::mutex> lock(mu);
-  MemoryStats& s = table(device)[device];
-  s.peak = s.allocated;
+  MemoryStats& s = slot(device);
+  s.bytes.peak = s.bytes.current;
+  s.blocks.peak = s.blocks.current;
 }
+
+void reset_accumulated(int device) {
+  std::lock_guard<std::mutex> lock(mu);
+  MemoryStats& s = slot(device);
+  s.bytes.allocated = s.bytes.freed = 0;
+  s.blocks.allocated = s.blocks.freed = 0;
+  s.num_ooms = 0;
+}
+
+void set_memory_observer(MemoryObserver f) { observer.store(f); }
 
 }  // namespace torch_tpu::runtime

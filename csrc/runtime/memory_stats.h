@@ -1,22 +1,39 @@
-// Bytes held by live device buffers, per device: what memory_allocated() and
-// friends report. Only materialized buffers count; deferred ones hold no
-// device memory yet.
+// Bytes held by live device buffers, per device: the one source of what
+// torch.tpu.memory_*, torch.accelerator.memory.* and memory_summary() report.
+// Only materialized buffers count; deferred ones hold no device memory yet.
+//
+// PJRT allocates each buffer itself and frees it when the buffer is
+// destroyed; there is no pool of ours in between. So reserved, active and
+// allocated bytes are the same figure, and there are no allocation retries.
 #pragma once
 
 #include <cstdint>
 
 namespace torch_tpu::runtime {
 
-struct MemoryStats {
-  int64_t allocated = 0;
-  int64_t peak = 0;
-  int64_t num_allocs = 0;
-  int64_t num_frees = 0;
+// current / peak / allocated (cumulative increase) / freed (cumulative decrease)
+struct Stat {
+  int64_t current = 0, peak = 0, allocated = 0, freed = 0;
 };
 
-void record_alloc(int device, int64_t bytes);
-void record_free(int device, int64_t bytes);
+struct MemoryStats {
+  Stat bytes;   // allocated_bytes == reserved_bytes == active_bytes
+  Stat blocks;  // allocation == segment == active (one buffer, one block)
+  int64_t num_ooms = 0;
+};
+
+// `block` identifies the buffer (for the memory history).
+void record_alloc(int device, int64_t bytes, const void* block);
+void record_free(int device, int64_t bytes, const void* block);
+void record_oom(int device);
 MemoryStats memory_stats(int device);
 void reset_peak(int device);
+// Zeroes the cumulative figures (allocated, freed, num_ooms); current stays.
+void reset_accumulated(int device);
+
+// Called after each alloc/free (outside the statistics' lock) while set: the
+// memory history of aten/ records Python stacks with it.
+using MemoryObserver = void (*)(int device, const void* block, int64_t bytes, bool alloc);
+void set_memory_observer(MemoryObserver observer);
 
 }  // namespace torch_tpu::runtime

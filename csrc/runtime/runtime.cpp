@@ -10,6 +10,7 @@
 #include "common/release_queue.h"
 #include "pjrt/discovery.h"
 #include "runtime/device_buffer.h"
+#include "runtime/device_timeline.h"
 #include "runtime/disk_cache.h"
 #include "runtime/executor.h"
 #include "runtime/index_flags.h"
@@ -86,9 +87,11 @@ void Runtime::insert(const std::string& key, std::shared_ptr<CompiledProgram> pr
 
 std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir,
                                                    std::vector<hlo::TensorType> outputs,
-                                                   int device) {
+                                                   int device, const ProgramLabel& label) {
   if (env().dump_hlo) std::cerr << mlir << std::endl;
   auto start = std::chrono::steady_clock::now();
+  int64_t start_ns = now_ns();
+  const char* tier = "disk";
   CacheKey disk_key{client_->plugin().identity(), client_->platform_version(), env().xla_flags,
                     client_->device_info(device).id, mlir};
   std::unique_ptr<pjrt::Executable> exe;
@@ -104,6 +107,7 @@ std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir,
     }
   }
   if (!exe) {
+    tier = "compiled";
     exe = client_->compile(mlir, outputs, device);
     count("compiled");
     try {
@@ -116,6 +120,7 @@ std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir,
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                 std::chrono::steady_clock::now() - start).count();
   count("compile_us", us);
+  note_compile(label, tier, device, start_ns, now_ns());
   return exe;
 }
 

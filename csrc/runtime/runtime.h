@@ -13,6 +13,7 @@
 
 #include "pjrt/client.h"
 #include "pjrt/plugin.h"
+#include "runtime/compile_log.h"
 
 namespace torch_tpu::runtime {
 
@@ -44,9 +45,10 @@ class Runtime {
   // Compiles `mlir` for `device`, or loads it from the persistent cache
   // (runtime/disk_cache.h), whose entries are keyed by the program text, the
   // plugin and the device so that nothing compiled elsewhere is reused.
+  // `label` names the program in compile logs and traces (runtime/compile_log.h).
   std::unique_ptr<pjrt::Executable> compile(const std::string& mlir,
                                             std::vector<hlo::TensorType> outputs,
-                                            int device);
+                                            int device, const ProgramLabel& label = {});
 
   // Keeps the completion event of each launch until it is ready, so that
   // synchronize() waits for everything issued so far, including programs

@@ -115,9 +115,14 @@ class stream:
 
 
 def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):  # noqa: N802
-    if enable_timing:
-        raise NotImplementedError("tpu events do not record time (PJRT has no timing events)")
-    return torch.Event(torch.device("tpu", current_device()))
+    """A device event (torch.Event on tpu). record() runs pending work and marks
+    the device's last launched program; with enable_timing, elapsed_time() gives
+    the milliseconds of device work between two recorded events (see
+    csrc/aten/device_guard.cpp). Both must be complete (synchronize() or
+    query()), as on CUDA."""
+    if interprocess:
+        raise NotImplementedError("tpu events cannot be shared between processes")
+    return torch.Event(torch.device("tpu", current_device()), enable_timing=enable_timing)
 
 
 # ---- random numbers
@@ -166,23 +171,31 @@ def default_generator(device=None) -> torch.Generator:
     return _C._default_generator(_index(device))
 
 
-# ---- memory: bytes of live device buffers
+# ---- memory: torch_tpu/memory.py (torch.tpu.memory is that module)
 
-
-def memory_stats(device=None) -> dict:
-    return dict(_C._memory_stats(_index(device)))
-
-
-def memory_allocated(device=None) -> int:
-    return memory_stats(device)["allocated_bytes.all.current"]
-
-
-def max_memory_allocated(device=None) -> int:
-    return memory_stats(device)["allocated_bytes.all.peak"]
-
-
-def reset_peak_memory_stats(device=None) -> None:
-    _C._reset_peak_memory_stats(_index(device))
+from . import memory  # noqa: E402
+from .memory import (  # noqa: E402,F401
+    OutOfMemoryError,
+    empty_cache,
+    get_per_process_memory_fraction,
+    max_memory_allocated,
+    max_memory_cached,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_cached,
+    memory_reserved,
+    memory_snapshot,
+    memory_stats,
+    memory_stats_as_nested_dict,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
+    reset_max_memory_cached,
+    reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+    utilization,
+)
 
 
 def _is_in_bad_fork() -> bool:
