@@ -383,6 +383,13 @@ def test_jax_op_fn_returning_non_array(tpu):
         op(torch.ones(3, device=tpu))
 
 
+def test_jax_op_error_while_tracing_names_the_op(tpu):
+    name = fresh("mm")
+    op = jax_op(name, lambda a, b: a @ b)
+    with pytest.raises(TypeError, match=rf"{name}.*float32\[2, 3\], float32\[4, 5\].*dot_general"):
+        op(torch.ones(2, 3, device=tpu), torch.ones(4, 5, device=tpu))
+
+
 def test_jax_op_result_dtype_the_device_cannot_hold(tpu):
     op = jax_op(fresh("fp8"), lambda x: x.astype(jnp.float8_e4m3fn))
     with pytest.raises(TypeError, match="float8_e4m3fn.*cannot hold"):

@@ -106,11 +106,34 @@ def _flat(fn, who):
     return flat
 
 
+def _traced(who, what, signature):
+    """Exceptions raised by the user's function while it is traced, with the
+    op and the signature in front (same exception class where it allows)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def scope():
+        try:
+            yield
+        except Exception as e:
+            if str(e).startswith(who):
+                raise
+            sig = ", ".join(f"{str(d).replace('torch.', '')}{list(s)}" for d, s in signature)
+            message = f"{who}: {what} for inputs ({sig}) failed: {type(e).__name__}: {e}"
+            try:
+                err = type(e)(message)
+            except Exception:
+                err = RuntimeError(message)
+            raise err from e
+
+    return scope()
+
+
 def output_types(fn, signature, who: str) -> list:
     """[(torch dtype, shape)] of fn's results, by jax.eval_shape."""
     import jax
 
-    with _x64(signature):
+    with _traced(who, "tracing the function", signature), _x64(signature):
         outs = jax.eval_shape(_flat(fn, who), *abstract_values(signature))
     return [(_to_torch(o.dtype, who), tuple(o.shape)) for o in outs]
 
@@ -142,7 +165,7 @@ def lower(fn, signature, who: str) -> str:
 
         params = mlir.LoweringParameters(override_lowering_rules=((pc.pallas_call_p, interpret_rule),))
     flat = _flat(fn, who)
-    with _x64(signature):
+    with _traced(who, "tracing the function", signature), _x64(signature):
         closed = jax.make_jaxpr(flat)(*abstract_values(signature))
         for aval in closed.out_avals:
             _to_torch(aval.dtype, who)
