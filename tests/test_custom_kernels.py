@@ -377,6 +377,15 @@ def test_stablehlo_op_bad_name():
 
 # ---------------------------------------------------------------- jax_op bad input
 
+def test_failed_kernel_launch_names_the_op_and_line(tpu, rms_op):
+    x, w = torch.ones(2, 8, device=tpu), torch.ones(8, device=tpu)
+    rms_op(x, w).cpu()  # traced and compiled
+    torch_tpu._C._fail_next_launch("boom")
+    y = rms_op(x, w)  # this line is named in the error
+    with pytest.raises(RuntimeError, match=rf"'{rms_op.name}' \(at .*test_custom_kernels.py:\d+\).*boom"):
+        y.cpu()
+
+
 def test_jax_op_fn_returning_non_array(tpu):
     op = jax_op(fresh("text"), lambda x: "not an array")
     with pytest.raises(TypeError, match="must return JAX arrays.*str"):
