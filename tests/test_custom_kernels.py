@@ -155,6 +155,20 @@ def test_jax_op_new_signature_traces_again(tpu, rms_op):
           atol=2e-2, rtol=2e-2)
 
 
+def test_jax_op_calling_jitted_functions(tpu):
+    # Nested jits become private functions of the module, one with a quoted
+    # name (@"<lambda>").
+    inner = jax.jit(lambda x: jnp.tanh(x) * 2)
+
+    @jax.jit
+    def total(x):
+        return x.sum()
+
+    op = jax_op(fresh("nested"), lambda x, w: inner(x) @ w + total(x))
+    x, w = torch.randn(3, 4), torch.randn(4, 5)
+    close(op(x.to(tpu), w.to(tpu)), (torch.tanh(x) * 2) @ w + x.sum())
+
+
 def test_jax_op_int64_inputs_keep_their_dtype(tpu):
     op = jax_op(fresh("take"), lambda x, i: x[i] * 2)
     x, i = torch.randn(10), torch.tensor([3, 0, 9, 3])

@@ -159,8 +159,24 @@ TensorType leading_type(const std::string& s, const std::string& where) {
 struct FuncHeader {
   size_t keyword = 0;  // position of "func.func"
   size_t symbol = 0;   // position of '@'
+  size_t end = 0;      // just past the symbol
   std::string name;
 };
+
+// A symbol reference at text[at] == '@': a bare identifier or a quoted name
+// (JAX quotes names like "<lambda>"). Sets *name to the name without quotes;
+// returns the index just past it.
+size_t symbol_end(const std::string& text, size_t at, std::string* name) {
+  if (at + 1 < text.size() && text[at + 1] == '"') {
+    size_t e = skip_string(text, at + 1);
+    *name = text.substr(at + 2, e - at - 3);
+    return e;
+  }
+  size_t e = at + 1;
+  while (e < text.size() && ident_char(text[e])) ++e;
+  *name = text.substr(at + 1, e - at - 1);
+  return e;
+}
 
 // Every `func.func [visibility] @name` at the top level of the body.
 std::vector<FuncHeader> functions_of(const std::string& body) {
@@ -185,9 +201,8 @@ std::vector<FuncHeader> functions_of(const std::string& body) {
       }
       if (j >= body.size() || body[j] != '@') bad("expected '@name' after 'func.func'");
       h.symbol = j;
-      size_t e = j + 1;
-      while (e < body.size() && ident_char(body[e])) ++e;
-      h.name = body.substr(j + 1, e - j - 1);
+      size_t e = symbol_end(body, j, &h.name);
+      h.end = e;
       found.push_back(h);
       i = e;
       continue;
@@ -245,8 +260,7 @@ EmbeddedModule embed_module(const std::string& text, const std::string& prefix) 
   EmbeddedModule m;
   m.entry = prefix + "main";
   // @main's signature: `(%a: type {attrs}, ...) -> type` or `-> (type {attrs}, ...)`.
-  size_t open = main->symbol + 1 + main->name.size();
-  open = skip_space(body, open);
+  size_t open = skip_space(body, main->end);
   if (open >= body.size() || body[open] != '(') bad("expected '(' after '@main'");
   size_t close = matching(body, open);
   for (const std::string& arg : split_top(body.substr(open + 1, close - open - 1))) {
@@ -288,11 +302,11 @@ EmbeddedModule embed_module(const std::string& text, const std::string& prefix) 
       continue;
     }
     if (ch == '@') {
-      size_t e = i + 1;
-      while (e < body.size() && ident_char(body[e])) ++e;
-      std::string name = body.substr(i + 1, e - i - 1);
+      std::string name;
+      size_t e = symbol_end(body, i, &name);
       if (symbols.count(name)) {
-        out += "@" + prefix + name;
+        bool quoted = body[i + 1] == '"';
+        out += quoted ? "@\"" + prefix + name + "\"" : "@" + prefix + name;
         i = e;
         continue;
       }

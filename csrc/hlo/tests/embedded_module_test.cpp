@@ -22,11 +22,11 @@ const char* kScale = R"(#loc1 = loc("x")
 module @jit_scale attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
   func.func public @main(%arg0: tensor<3xf32> loc("x"), %arg1: tensor<f32>) -> (tensor<3xf32> {jax.result_info = "result"}) {
     %0 = stablehlo.broadcast_in_dim %arg1, dims = [] : (tensor<f32>) -> tensor<3xf32> loc(#loc1)
-    %1 = call @twice(%0) : (tensor<3xf32>) -> tensor<3xf32>
+    %1 = call @"<lambda>"(%0) : (tensor<3xf32>) -> tensor<3xf32>
     %2 = stablehlo.multiply %arg0, %1 : tensor<3xf32>
     return %2 : tensor<3xf32>
   } loc(#loc1)
-  func.func private @twice(%x: tensor<3xf32>) -> tensor<3xf32> {
+  func.func private @"<lambda>"(%x: tensor<3xf32>) -> tensor<3xf32> {
     %0 = stablehlo.add %x, %x : tensor<3xf32>
     return %0 : tensor<3xf32>
   }
@@ -50,7 +50,7 @@ TEST(EmbeddedModule, ReadsSignatureAndRenamesSymbols) {
   ASSERT_EQ(m.outputs.size(), 1u);
   EXPECT_EQ(m.outputs[0], (TensorType{ET::F32, {3}}));
   EXPECT_NE(m.functions.find("func.func private @k7_main("), std::string::npos);
-  EXPECT_NE(m.functions.find("call @k7_twice("), std::string::npos);
+  EXPECT_NE(m.functions.find("call @\"k7_<lambda>\"("), std::string::npos);  // quoted names too
   EXPECT_EQ(m.functions.find("loc("), std::string::npos);
   EXPECT_EQ(m.functions.find("public"), std::string::npos);
   EXPECT_EQ(m.functions.find("@main"), std::string::npos);
@@ -68,7 +68,7 @@ TEST(EmbeddedModule, TwoModulesInOneProgramRun) {
   Value y = b.op_multi("func.call", {x, s}, scale.outputs, "callee = @" + scale.entry, {})[0];
   auto n = b.op_multi("func.call", {y}, neg.outputs, "callee = @" + neg.entry, {});
   std::string text = b.module({n[0], n[1]});
-  const std::string def = "func.func private @k1_twice(";
+  const std::string def = "func.func private @\"k1_<lambda>\"(";
   EXPECT_EQ(text.find(def), text.rfind(def));  // defined once
   EXPECT_NE(text.find(def), std::string::npos);
   auto exe = client().compile(text, {n[0].type, n[1].type});
