@@ -4,7 +4,8 @@ trains for a few steps on `tpu`. The same block in pure PyTorch trains on the
 CPU from the same weights; the script prints both loss curves and the largest
 difference, then times the training step on tpu with the JAX RMSNorm and with
 PyTorch's rms_norm (the Pallas softmax in both), and pure PyTorch on tpu,
-side by side in one run.
+side by side in one run (`--mode`: an eager mode, or `compile` for
+torch.compile(backend="tpu") of the block).
 
 Pallas kernels lower to Mosaic on a TPU; on other plugins (the CPU plugin
 here) they run in Pallas' interpret mode, so their speed here says nothing
@@ -99,11 +100,12 @@ class Block(nn.Module):
         return x + self.down(F.gelu(self.up(self.rms_norm(x, self.norm2))))
 
 
-def make_block(state, device, rms_norm, softmax):
+def make_block(state, device, rms_norm, softmax, compile_it=False):
     block = Block()
     block.load_state_dict(state)
     block.rms_norm, block.softmax = rms_norm, softmax
-    return block.to(device)
+    block = block.to(device)
+    return torch.compile(block, backend="tpu") if compile_it else block
 
 
 def train_step(block, opt, x, y):
@@ -140,7 +142,9 @@ def steps_per_second(variants, x, y, steps, rounds):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=8, help="training steps compared with the CPU")
-    parser.add_argument("--mode", default="defer_and_fuse", choices=["strict", "defer_and_fuse"])
+    parser.add_argument("--mode", default="defer_and_fuse",
+                        choices=["strict", "defer_and_fuse", "compile"],
+                        help="an eager mode, or torch.compile(backend='tpu') of the block")
     parser.add_argument("--bench-steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
@@ -151,11 +155,12 @@ def main():
     torch.manual_seed(0)
     state = Block().state_dict()
     x, y = torch.randn(4, 32, 64), torch.randn(4, 32, 64)
-    torch_tpu.set_eager_mode(args.mode)
+    compiled = args.mode == "compile"
+    torch_tpu.set_eager_mode("strict" if compiled else args.mode)
 
     cpu = losses(make_block(state, "cpu", torch_rms_norm, torch_softmax), x, y, args.steps)
-    tpu = losses(make_block(state, "tpu", jax_rms_norm, pallas_softmax), x.to("tpu"), y.to("tpu"),
-                 args.steps)
+    tpu = losses(make_block(state, "tpu", jax_rms_norm, pallas_softmax, compiled), x.to("tpu"),
+                 y.to("tpu"), args.steps)
     print("step  cpu (PyTorch)  tpu (JAX RMSNorm + Pallas softmax)")
     for i, (a, b) in enumerate(zip(cpu, tpu)):
         print(f"{i:4d}  {a:13.6f}  {b:13.6f}")
@@ -163,9 +168,12 @@ def main():
     print(f"max |loss difference|: {diff:.2e}")
 
     variants = {
-        "JAX rms_norm + Pallas softmax": make_block(state, "tpu", jax_rms_norm, pallas_softmax),
-        "torch rms_norm + Pallas softmax": make_block(state, "tpu", torch_rms_norm, pallas_softmax),
-        "torch rms_norm + torch softmax": make_block(state, "tpu", torch_rms_norm, torch_softmax),
+        "JAX rms_norm + Pallas softmax": make_block(state, "tpu", jax_rms_norm, pallas_softmax,
+                                                    compiled),
+        "torch rms_norm + Pallas softmax": make_block(state, "tpu", torch_rms_norm, pallas_softmax,
+                                                      compiled),
+        "torch rms_norm + torch softmax": make_block(state, "tpu", torch_rms_norm, torch_softmax,
+                                                     compiled),
     }
     rates = steps_per_second(variants, x.to("tpu"), y.to("tpu"), args.bench_steps, args.rounds)
     base = rates["torch rms_norm + Pallas softmax"]
