@@ -145,6 +145,24 @@ def test_jax_op_automatic_backward(mode, tpu, rms_op):
         close(wt.grad, w.grad)
 
 
+def test_jax_op_traces_once_per_signature(tpu):
+    traced = []
+
+    def fn(x):
+        traced.append(x.shape)
+        return jnp.cos(x)
+
+    op = jax_op(fresh("cos"), fn)
+    x = torch.randn(5)
+    close(op(x.to(tpu)), torch.cos(x))
+    n = len(traced)  # eval_shape for the fake and the lowering may each trace
+    torch_tpu.reset_metrics()
+    for _ in range(3):
+        close(op(x.to(tpu)), torch.cos(x))
+    assert len(traced) == n
+    assert torch_tpu.metrics()["graphs_compiled"] == 0  # the executable is reused too
+
+
 def test_jax_op_new_signature_traces_again(tpu, rms_op):
     for shape in ((3, 4), (2, 5, 4)):
         x, w = torch.randn(shape), torch.randn(shape[-1])
