@@ -59,12 +59,14 @@ aten::TpuGenerator* gen(int device) {
 
 namespace torch_tpu::aten {
 void bind_capture(py::module& m);
+void bind_custom_call(py::module& m);
 void bind_memory_history(py::module& m);
 }
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native extension";
   aten::bind_capture(m);
+  aten::bind_custom_call(m);
   aten::bind_memory_history(m);
   m.def("_init", &init, "Set plugin search roots and register lowered ops");
   m.def("_load_runtime", []() { rt(); }, "Load the PJRT plugin now (raises if it cannot)");

@@ -289,8 +289,16 @@ std::string Builder::module(const std::vector<Value>& results) const {
   out += "  func.func public @main(" + join(args) + ") -> (" + rtypes + ") {\n";
   out += blocks_[0].text;
   out += "    \"func.return\"(" + join(names) + ") : (" + rtypes + ") -> ()\n";
-  out += "  }\n}\n";
+  out += "  }\n";
+  for (const auto& f : functions_) out += f.second + "\n";
+  out += "}\n";
   return out;
+}
+
+void Builder::add_functions(const std::string& symbol, const std::string& text) {
+  for (const auto& f : functions_)
+    if (f.first == symbol) return;
+  functions_.emplace_back(symbol, text);
 }
 
 // ---- generic emission

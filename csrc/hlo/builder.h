@@ -42,6 +42,9 @@ class Builder {
   // The module text, returning `results` from @main.
   std::string module(const std::vector<Value>& results) const;
   int num_parameters() const { return static_cast<int>(params_.size()); }
+  // Functions printed beside @main (an embedded module's, hlo/embedded_module.h),
+  // called with func.call. `symbol` names the group: adding it again does nothing.
+  void add_functions(const std::string& symbol, const std::string& text);
 
   // ---- constants
   Value constant(double v, ElementType t);   // rank 0; floats printed exactly
@@ -217,6 +220,7 @@ class Builder {
   std::vector<int> param_ids_;
   std::vector<int> param_alias_;  // result index or -1
   std::vector<Block> blocks_;     // stack; blocks_[0] is @main's body
+  std::vector<std::pair<std::string, std::string>> functions_;  // (symbol, text)
 };
 
 // Type of a rank-0 tensor of t.

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/release_queue.h"
 #include "lowering/common.h"
+#include "lowering/custom_call.h"
 
 namespace torch_tpu::runtime {
 
@@ -31,7 +32,10 @@ int Graph::param_of(const std::shared_ptr<DeviceBuffer>& buffer) {
 
 std::string Graph::describe(int n) const {
   const Node& node = nodes[n];
-  std::string s = "'" + node.lowering->name + "'";
+  // A user kernel is named by its op, not by the lowering all of them share.
+  bool custom = node.lowering == &lowering::custom_call_lowering();
+  std::string s = "'" + (custom ? lowering::custom_module(static_cast<int>(node.args.at(0).i)).op_name
+                                : node.lowering->name) + "'";
   if (node.origin) s += " (at " + *node.origin + ")";
   return s;
 }

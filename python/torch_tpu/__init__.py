@@ -57,6 +57,9 @@ from .eager import (  # noqa: E402
 
 _printing.install()
 
+from . import pallas  # noqa: E402,F401  (jax_op; imports JAX only when a kernel is defined)
+from .custom_ops import stablehlo_op  # noqa: E402,F401
+
 from . import distributed  # noqa: E402,F401  (registers the "tpu_dist" c10d backend)
 
 

@@ -1,0 +1,189 @@
+"""JAX functions to StableHLO text, without a JAX backend.
+
+`jax.jit(fn).lower(...)` (and `jax.export`) pick a device assignment, which
+creates a JAX client for the default platform even with abstract inputs and
+`lowering_platforms` given. On a TPU host that client would take the chips
+from under our PJRT client, so we never let JAX make one: the function is
+traced to a jaxpr on abstract values (`jax.make_jaxpr`) and the jaxpr is
+lowered with JAX's module lowering for one platform and no backend
+(`mlir.lower_jaxpr_to_module`, which `jit` itself calls once it has
+devices). That is internal API, hence the exact JAX pin (pyproject's `jax`
+extra); the tests check that no backend exists after a kernel runs.
+
+Pallas: on a TPU plugin a `pallas_call` lowers to its Mosaic custom call. On
+every other plugin the lowering rule of `pallas_call` is overridden for this
+lowering only so that it runs in Pallas' interpret mode (the kernel becomes
+plain StableHLO: a loop over the grid with dynamic slices).
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+PINNED_JAX = "0.10.2"
+
+_TORCH_TO_JAX = {
+    torch.bool: "bool", torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16",
+    torch.int32: "int32", torch.int64: "int64", torch.float16: "float16",
+    torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float64: "float64",
+    torch.complex64: "complex64", torch.complex128: "complex128", torch.uint16: "uint16",
+    torch.uint32: "uint32", torch.uint64: "uint64",
+}
+_64_BIT = {torch.int64, torch.float64, torch.complex128, torch.uint64}
+
+_interpret_noted = False
+
+
+def import_jax(who: str):
+    try:
+        import jax  # noqa: F401
+        import jax.numpy  # noqa: F401
+    except ImportError as e:
+        raise ImportError(
+            f"{who}: JAX is not installed ({e}). Install it with `pip install 'torch_tpu[jax]'` "
+            f"(jax=={PINNED_JAX}, jaxlib=={PINNED_JAX}).") from e
+    if jax.__version__ != PINNED_JAX:
+        warnings.warn(f"torch_tpu custom kernels are tested with JAX {PINNED_JAX}; JAX "
+                      f"{jax.__version__} is installed (its StableHLO or internal lowering API may "
+                      "differ)", stacklevel=3)
+    return jax
+
+
+def lowering_platform() -> str:
+    """The JAX platform whose lowering matches the loaded PJRT plugin."""
+    from . import platform
+
+    name = platform()["platform_name"].lower()
+    if name == "tpu":
+        return "tpu"
+    if name in ("cuda", "gpu"):
+        return "cuda"
+    if name == "rocm":
+        return "rocm"
+    return "cpu"
+
+
+def abstract_values(signature):
+    import jax
+    import jax.numpy as jnp
+
+    out = []
+    for dtype, shape in signature:
+        if dtype not in _TORCH_TO_JAX:
+            raise TypeError(f"tensors of dtype {dtype} cannot be passed to a JAX kernel")
+        out.append(jax.ShapeDtypeStruct(shape, jnp.dtype(_TORCH_TO_JAX[dtype])))
+    return out
+
+
+def _x64(signature):
+    """JAX drops 64-bit types unless x64 is enabled; a signature with them is
+    traced with x64 on, so the kernel sees the tensors' own dtypes."""
+    import contextlib
+
+    import jax
+
+    if any(dtype in _64_BIT for dtype, _ in signature):
+        return jax.enable_x64(True)
+    return contextlib.nullcontext()
+
+
+def _flat(fn, who):
+    """fn with its results flattened to a list of arrays."""
+    import jax
+
+    def flat(*args):
+        out = fn(*args)
+        leaves = jax.tree_util.tree_leaves(out)
+        for leaf in leaves:
+            if not hasattr(leaf, "shape") or not hasattr(leaf, "dtype"):
+                raise TypeError(f"{who}: the function must return JAX arrays (or a tuple/list of "
+                                f"them); it returned {type(leaf).__name__}")
+        if not leaves:
+            raise TypeError(f"{who}: the function returned no arrays")
+        return leaves
+
+    return flat
+
+
+def _traced(who, what, signature):
+    """Exceptions raised by the user's function while it is traced, with the
+    op and the signature in front (same exception class where it allows)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def scope():
+        try:
+            yield
+        except Exception as e:
+            if str(e).startswith(who):
+                raise
+            sig = ", ".join(f"{str(d).replace('torch.', '')}{list(s)}" for d, s in signature)
+            message = f"{who}: {what} for inputs ({sig}) failed: {type(e).__name__}: {e}"
+            try:
+                err = type(e)(message)
+            except Exception:
+                err = RuntimeError(message)
+            raise err from e
+
+    return scope()
+
+
+def output_types(fn, signature, who: str) -> list:
+    """[(torch dtype, shape)] of fn's results, by jax.eval_shape."""
+    import jax
+
+    with _traced(who, "tracing the function", signature), _x64(signature):
+        outs = jax.eval_shape(_flat(fn, who), *abstract_values(signature))
+    return [(_to_torch(o.dtype, who), tuple(o.shape)) for o in outs]
+
+
+def _to_torch(dtype, who):
+    name = str(dtype)
+    for t, n in _TORCH_TO_JAX.items():
+        if n == name:
+            return t
+    raise TypeError(f"{who}: the function returns an array of dtype {name}, which a tpu tensor "
+                    "cannot hold")
+
+
+def lower(fn, signature, who: str) -> str:
+    """The StableHLO text of fn for the input signature [(torch dtype, shape)]."""
+    import jax
+    from jax._src import sharding_impls
+    from jax._src.interpreters import mlir
+
+    platform = lowering_platform()
+    params = mlir.LoweringParameters()
+    interpreted = []
+    if platform != "tpu":
+        from jax._src.pallas import pallas_call as pc
+
+        def interpret_rule(ctx, *args, interpret=False, **kw):
+            interpreted.append(True)
+            return pc._pallas_call_lowering(ctx, *args, interpret=interpret or True, **kw)
+
+        params = mlir.LoweringParameters(override_lowering_rules=((pc.pallas_call_p, interpret_rule),))
+    flat = _flat(fn, who)
+    with _traced(who, "tracing the function", signature), _x64(signature):
+        closed = jax.make_jaxpr(flat)(*abstract_values(signature))
+        for aval in closed.out_avals:
+            _to_torch(aval.dtype, who)
+        n = len(closed.in_avals)
+        result = mlir.lower_jaxpr_to_module(
+            "jax_op", closed, num_const_args=0, in_avals=closed.in_avals, ordered_effects=[],
+            platforms=(platform,), backend=None,
+            axis_context=sharding_impls.ShardingContext(1), donated_args=[False] * n,
+            lowering_parameters=params)
+    if interpreted:
+        _note_interpret(platform)
+    return result.module.operation.get_asm(enable_debug_info=False)
+
+
+def _note_interpret(platform):
+    global _interpret_noted
+    if not _interpret_noted:
+        _interpret_noted = True
+        warnings.warn(f"torch_tpu: Pallas kernels run in Pallas' interpret mode on this "
+                      f"'{platform}' plugin (plain StableHLO); they lower to Mosaic only on TPU",
+                      stacklevel=4)
