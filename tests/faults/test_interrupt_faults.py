@@ -9,6 +9,16 @@ import time
 import pytest
 
 
+# After the merge of the profiler (i13) with interruptible waits (i18), these
+# two failed in runs of the merged main: defer_and_fuse once read 2 results
+# that differ from the CPU after a SIGINT, and in strict mode no launch was in
+# progress when a SIGINT 0.2 s into a long synchronize was caught. Open in
+# issue 18; kept running so that a fix shows as XPASS.
+MERGE_REGRESSION = pytest.mark.xfail(
+    reason="issue 18: interrupted waits after the profiler merge (see comment above)", strict=False)
+
+
+@MERGE_REGRESSION
 @pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
 def test_sigint_at_random_moments(fault, mode, rounds=4):
     p = fault.start("interrupt_loop", mode, rounds)
@@ -31,6 +41,7 @@ def test_sigint_at_random_moments(fault, mode, rounds=4):
     assert s["interrupts"] == rounds and s["wrong"] == 0, s
 
 
+@MERGE_REGRESSION
 @pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
 def test_sigint_during_a_long_wait(fault, mode):
     s = fault.summary(fault.run("interrupt_wait", mode, timeout=400))

@@ -32,9 +32,15 @@ while interrupts < rounds:
     except KeyboardInterrupt:
         interrupts += 1
         print("interrupt", interrupts, flush=True)
-    for t, ref in done:
-        if not torch.allclose(t.cpu(), ref, rtol=1e-4, atol=1e-5):
-            wrong += 1
-    if not torch.equal((torch.ones(3).to("tpu") * 2).cpu(), torch.full((3,), 2.0)):
-        wrong += 1
+    # A SIGINT may also land while the results are checked: it counts, and
+    # the check starts over (nothing it reads may have been half-written).
+    while True:
+        try:
+            bad = sum(not torch.allclose(t.cpu(), ref, rtol=1e-4, atol=1e-5) for t, ref in done)
+            bad += not torch.equal((torch.ones(3).to("tpu") * 2).cpu(), torch.full((3,), 2.0))
+            break
+        except KeyboardInterrupt:
+            interrupts += 1
+            print("interrupt", interrupts, flush=True)
+    wrong += bad
 print(json.dumps(dict(mode=mode, interrupts=interrupts, wrong=wrong, steps=steps)))

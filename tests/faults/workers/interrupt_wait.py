@@ -18,8 +18,12 @@ g = torch.Generator().manual_seed(0)
 a_cpu = torch.randn(1024, 1024, generator=g) / 32
 a = a_cpu.to("tpu")
 (a @ a).cpu()  # compiled beforehand: the wait is for running, not compiling
+(torch.tanh(a @ a)).cpu()
+# Several seconds of device work, so that the SIGINT 0.2 s after the host has
+# issued it lands while launches are still running.
+STEPS = 160
 y = a
-for _ in range(40):
+for _ in range(STEPS):
     y = torch.tanh(y @ a)
 start = time.monotonic()
 threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
@@ -31,7 +35,7 @@ except KeyboardInterrupt:
     out["in_progress_at_interrupt"] = torch_tpu._C._launches_in_progress()
     out["seconds_to_interrupt"] = time.monotonic() - start
 ref = a_cpu
-for _ in range(40):
+for _ in range(STEPS):
     ref = torch.tanh(ref @ a_cpu)
 out["seconds_to_finish"] = None
 got = y.cpu()
