@@ -9,13 +9,13 @@ import time
 import pytest
 
 
-# After the merge of the profiler (i13) with interruptible waits (i18), these
-# two failed in runs of the merged main: defer_and_fuse once read 2 results
-# that differ from the CPU after a SIGINT, and in strict mode no launch was in
-# progress when a SIGINT 0.2 s into a long synchronize was caught. Open in
-# issue 18; kept running so that a fix shows as XPASS.
+# Open in issue 18: with a SIGINT at random moments, defer_and_fuse reads
+# results that differ from the CPU afterwards in about half the runs (1 of 3
+# on i18's own branch, 2 of 3 on merged main: 1-2 wrong tensors of ~200), and
+# in strict mode no launch was in progress when a SIGINT 0.2 s into a long
+# synchronize was caught. Kept running so that a fix shows as XPASS.
 MERGE_REGRESSION = pytest.mark.xfail(
-    reason="issue 18: interrupted waits after the profiler merge (see comment above)", strict=False)
+    reason="issue 18: wrong results after a SIGINT in defer_and_fuse (see comment above)", strict=False)
 
 
 @MERGE_REGRESSION
