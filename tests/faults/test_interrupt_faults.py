@@ -14,11 +14,11 @@ import pytest
 # on i18's own branch, 2 of 3 on merged main: 1-2 wrong tensors of ~200), and
 # in strict mode no launch was in progress when a SIGINT 0.2 s into a long
 # synchronize was caught. Kept running so that a fix shows as XPASS.
-MERGE_REGRESSION = pytest.mark.xfail(
+INTERRUPT_WRONG_RESULTS = pytest.mark.xfail(
     reason="issue 18: wrong results after a SIGINT in defer_and_fuse (see comment above)", strict=False)
 
 
-@MERGE_REGRESSION
+@INTERRUPT_WRONG_RESULTS
 @pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
 def test_sigint_at_random_moments(fault, mode, rounds=4):
     p = fault.start("interrupt_loop", mode, rounds)
@@ -41,7 +41,7 @@ def test_sigint_at_random_moments(fault, mode, rounds=4):
     assert s["interrupts"] == rounds and s["wrong"] == 0, s
 
 
-@MERGE_REGRESSION
+@INTERRUPT_WRONG_RESULTS
 @pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
 def test_sigint_during_a_long_wait(fault, mode):
     s = fault.summary(fault.run("interrupt_wait", mode, timeout=400))
