@@ -321,7 +321,7 @@ void settle_locked(const std::shared_ptr<Graph>& g) {
   if (!job->error.empty() && g->nodes.size() > 1) {
     std::vector<std::shared_ptr<DeviceBuffer>> params = std::move(job->params);
     job->params.clear();
-    return split_failed_graph(*g, params, job->error);
+    return split_failed_graph(*g, params, job->error, job->error_kind);
   }
   job->adopt_live();
 }

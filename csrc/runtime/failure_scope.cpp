@@ -1,9 +1,11 @@
 #include "runtime/failure_scope.h"
 
 #include <mutex>
+#include <optional>
 
 #include "common/error.h"
 #include "runtime/executor.h"
+#include "runtime/memory_stats.h"
 #include "runtime/storage.h"
 
 namespace torch_tpu::runtime {
@@ -90,6 +92,8 @@ void split_failed_graph(Graph& g, const std::vector<std::shared_ptr<DeviceBuffer
         if (auto b = weak.lock()) b->set_error(error, kind);
     return;
   }
+  std::optional<OomAlreadyCounted> counted;
+  if (kind == ErrorKind::OutOfMemory) counted.emplace();
   std::vector<std::vector<std::shared_ptr<DeviceBuffer>>> values(g.nodes.size());
   auto base_of = [&](const BaseRef& r) -> std::shared_ptr<DeviceBuffer> {
     if (r.param < 0) return values.at(r.node).at(r.result);

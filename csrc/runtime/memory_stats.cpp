@@ -10,6 +10,8 @@ namespace torch_tpu::runtime {
 namespace {
 std::mutex mu;
 std::atomic<MemoryObserver> observer{nullptr};
+// Not thread-local: a re-run node may launch on the compile worker.
+std::atomic<int> oom_counting_paused{0};
 
 MemoryStats& slot(int device) {
   static std::vector<MemoryStats> t;
@@ -49,7 +51,11 @@ void record_free(int device, int64_t bytes, const void* block) {
   if (auto f = observer.load()) f(device, block, bytes, false);
 }
 
+OomAlreadyCounted::OomAlreadyCounted() { ++oom_counting_paused; }
+OomAlreadyCounted::~OomAlreadyCounted() { --oom_counting_paused; }
+
 void record_oom(int device) {
+  if (oom_counting_paused.load() > 0) return;
   std::lock_guard<std::mutex> lock(mu);
   ++slot(device).num_ooms;
 }

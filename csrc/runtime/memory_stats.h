@@ -26,6 +26,16 @@ struct MemoryStats {
 void record_alloc(int device, int64_t bytes, const void* block);
 void record_free(int device, int64_t bytes, const void* block);
 void record_oom(int device);
+// While one is alive, record_oom counts nothing: a failed graph that is
+// split and run again node by node meets its out-of-memory a second time,
+// and the user saw one.
+class OomAlreadyCounted {
+ public:
+  OomAlreadyCounted();
+  ~OomAlreadyCounted();
+  OomAlreadyCounted(const OomAlreadyCounted&) = delete;
+  OomAlreadyCounted& operator=(const OomAlreadyCounted&) = delete;
+};
 MemoryStats memory_stats(int device);
 void reset_peak(int device);
 // Zeroes the cumulative figures (allocated, freed, num_ooms); current stays.
