@@ -150,6 +150,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_cache_dir", []() { return runtime::disk_cache().dir(); });
   m.def("_clear_programs_for_test", []() { rt().clear_programs_for_test(); },
         "Test hook: forget the in-memory programs (the disk cache is read again)");
+  m.def("_graphs_in_flight", &runtime::graphs_in_flight,
+        "Graphs compiling or launching on the worker, not settled yet (does not wait)");
   m.def("_launches_in_progress", []() { return rt().launches_in_progress(); },
         "Launches not finished yet (does not wait)");
   m.def("_fail_next_launch", [](std::string msg) { rt().fail_next_launch(std::move(msg)); },

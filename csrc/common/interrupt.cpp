@@ -10,7 +10,11 @@ namespace torch_tpu {
 namespace {
 std::atomic<bool (*)()> can_hook{nullptr};
 std::atomic<void (*)()> check_hook{nullptr};
+thread_local int quiet_depth = 0;
 }  // namespace
+
+NoInterrupts::NoInterrupts() { ++quiet_depth; }
+NoInterrupts::~NoInterrupts() { --quiet_depth; }
 
 void set_interrupt_hooks(InterruptHooks hooks) {
   can_hook = hooks.can_interrupt;
@@ -20,12 +24,21 @@ void set_interrupt_hooks(InterruptHooks hooks) {
 namespace detail {
 
 bool can_interrupt() {
+  if (quiet_depth > 0) return false;
   auto f = can_hook.load();
   return f && check_hook.load() && f();
 }
 
 void check_interrupt() {
   if (auto f = check_hook.load()) f();
+}
+
+void check_interrupt_now_and_then() {
+  thread_local auto last = std::chrono::steady_clock::time_point{};
+  auto now = std::chrono::steady_clock::now();
+  if (now - last < std::chrono::milliseconds(50)) return;
+  last = now;
+  check_interrupt();
 }
 
 void pause(int step) {

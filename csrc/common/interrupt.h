@@ -3,7 +3,7 @@
 // runs its SIGINT handler only between bytecodes: without help, Ctrl-C would
 // wait for the device. aten/ installs hooks so that long waits on the main
 // Python thread poll for signals: the wait sleeps in short, growing steps
-// and checks about every 60 ms; a pending KeyboardInterrupt is thrown from
+// and checks about every 50 ms; a pending KeyboardInterrupt is thrown from
 // the wait as the Python exception itself. A wait only ever stops waiting --
 // the work it waited for goes on, and whoever needs its result waits again
 // -- so an interrupt never leaves a result half-written. Other threads wait
@@ -18,6 +18,17 @@ struct InterruptHooks {
 };
 void set_interrupt_hooks(InterruptHooks hooks);
 
+// While one is alive on a thread, its waits are not interruptible: for work
+// that must finish once begun (re-running a failed graph node by node: a node
+// left out would have no value at all).
+class NoInterrupts {
+ public:
+  NoInterrupts();
+  ~NoInterrupts();
+  NoInterrupts(const NoInterrupts&) = delete;
+  NoInterrupts& operator=(const NoInterrupts&) = delete;
+};
+
 // Waits until `ready()` holds, polling for interrupts when this thread can
 // take them; returns at once otherwise (the caller then blocks as usual).
 // Throws what the check throws.
@@ -27,6 +38,9 @@ void wait_interruptibly(const Ready& ready);
 namespace detail {
 bool can_interrupt();
 void check_interrupt();
+// Checks about every 50 ms of waiting on this thread, counted across waits:
+// a synchronize is many short waits, none of which alone lasts 50 ms.
+void check_interrupt_now_and_then();
 void pause(int step);  // sleeps a little longer with each step
 }  // namespace detail
 
@@ -35,7 +49,7 @@ void wait_interruptibly(const Ready& ready) {
   if (!detail::can_interrupt()) return;
   for (int step = 0; !ready(); ++step) {
     detail::pause(step);
-    if (step % 128 == 127) detail::check_interrupt();  // pauses reach 0.5 ms: ~60 ms apart
+    detail::check_interrupt_now_and_then();
   }
 }
 

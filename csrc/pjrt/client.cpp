@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <exception>
 
 #include "common/error.h"
 #include "common/fork_guard.h"
@@ -90,18 +91,32 @@ bool event_ready(const Api* api, PJRT_Event* event) {
   return args.is_ready;
 }
 
-void await_event(const Api* api, PJRT_Event* event, const char* what) {
+// `writes_host`: the event ends a write into host memory the caller owns.
+// An interrupt then waits for the write to end before it unwinds, so that
+// the caller never frees memory the plugin is still writing.
+void await_event(const Api* api, PJRT_Event* event, const char* what, bool writes_host = false) {
+  std::exception_ptr interrupted;
   try {
     wait_interruptibly([&] { return event_ready(api, event); });
   } catch (...) {
-    destroy_event(api, event);
-    throw;
+    if (!writes_host) {
+      destroy_event(api, event);
+      throw;
+    }
+    interrupted = std::current_exception();
   }
   PJRT_Event_Await_Args args{};
   args.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE;
   args.event = event;
   PJRT_Error* err = api->PJRT_Event_Await(&args);
   destroy_event(api, event);
+  if (interrupted) {
+    try {
+      check(api, err, what);  // frees the error; the interrupt is what is raised
+    } catch (const Error&) {
+    }
+    std::rethrow_exception(interrupted);
+  }
   check(api, err, what);
 }
 
@@ -193,7 +208,7 @@ void Buffer::to_host(void* dst) const {
   args.dst = dst;
   args.dst_size = static_cast<size_t>(type_.nbytes());
   check(api_, api_->PJRT_Buffer_ToHostBuffer(&args), "Buffer_ToHostBuffer");
-  await_event(api_, args.event, "Buffer_ToHostBuffer");
+  await_event(api_, args.event, "Buffer_ToHostBuffer", /*writes_host=*/true);
 }
 
 void Buffer::await_ready() const {

@@ -113,6 +113,10 @@ const pjrt::Buffer& DeviceBuffer::buffer() {
   if (state_ == State::Deferred && graph_) {
     std::shared_ptr<Graph> g = graph_;  // flushing resets graph_
     flush_graph(g, "value needed");
+    // A flushed graph settles every live result; a result it left pending
+    // would otherwise be read as the zeros of a deferred fill.
+    TPU_CHECK(state_ != State::Deferred, ErrorKind::Runtime, "tpu op '", producer_,
+              "': its graph was flushed but the result was never computed");
   }
   if (state_ == State::Error) raise_error();
   if (state_ == State::Deferred) set_buffer(run_zeros(type_, device_));

@@ -458,7 +458,8 @@ void flush_locked(std::shared_ptr<Graph> g, const char* reason) {
             "before the graph ends (", reason, "); data-dependent ops must run outside the graph");
   g->flushed = true;
   auto it = current.find(g->device);
-  if (it != current.end() && it->second == g) current.erase(it);
+  bool was_current = it != current.end() && it->second == g;
+  if (was_current) current.erase(it);
   count((std::string("flush.") + reason).c_str());
   if (mode == EagerMode::DeferAndFuse && g->nodes.size() >= kMinRepeatNodes)
     flushed_graphs[g->rolling_hash] = g->nodes.size();
@@ -483,6 +484,16 @@ void flush_locked(std::shared_ptr<Graph> g, const char* reason) {
       // Building, compiling or the memory guard failed: nothing ran; only
       // the results that depend on the op at fault carry it.
       split_failed_graph(*g, g->params, failure_message(*g, e.what()), e.kind());
+    } catch (...) {
+      // Interrupted (Ctrl-C) while waiting for a parameter's producer,
+      // before this graph was handed to the worker: nothing of it ran, so it
+      // stays pending and is flushed again when a result is needed. Left
+      // marked flushed, its results would never be computed.
+      if (!g->job) {
+        g->flushed = false;
+        if (was_current && !current.count(g->device)) current[g->device] = g;
+      }
+      throw;
     }
   }
   g->params.clear();
@@ -776,6 +787,11 @@ void flush_all(const char* reason) {
     flush_locked(g, reason);
   }
   while (!in_flight.empty()) settle_locked(in_flight.back());
+}
+
+int64_t graphs_in_flight() {
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  return static_cast<int64_t>(in_flight.size());
 }
 
 void set_origin_provider(OriginProvider provider) { origin_provider = provider; }

@@ -60,6 +60,8 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_op_alone(OpCall& call);
 void flush_graph(const std::shared_ptr<Graph>& graph, const char* reason);
 // Flushes every device's pending graph.
 void flush_all(const char* reason);
+// Graphs compiling or launching on the worker, not settled yet (does not wait).
+int64_t graphs_in_flight();
 // While held (an optimizer step runs), a repeat cut marks the graph due
 // instead of flushing it; a due graph is flushed before the next op is
 // recorded or at the next flush (the step's end).

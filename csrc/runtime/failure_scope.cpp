@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "common/interrupt.h"
 #include "runtime/executor.h"
 #include "runtime/memory_stats.h"
 #include "runtime/storage.h"
@@ -92,6 +93,7 @@ void split_failed_graph(Graph& g, const std::vector<std::shared_ptr<DeviceBuffer
         if (auto b = weak.lock()) b->set_error(error, kind);
     return;
   }
+  NoInterrupts quiet;
   std::optional<OomAlreadyCounted> counted;
   if (kind == ErrorKind::OutOfMemory) counted.emplace();
   std::vector<std::vector<std::shared_ptr<DeviceBuffer>>> values(g.nodes.size());

@@ -1,6 +1,7 @@
 """`interrupt_wait.py MODE`: a SIGINT sent while the main thread waits for a
 long graph (torch.tpu.synchronize) raises KeyboardInterrupt during the wait:
-launches are still in progress when it is caught. The result is then
+work is still in progress when it is caught (launches running, or in
+defer_and_fuse the fused graph compiling or running on the worker). The result is then
 complete and right. Prints a JSON summary."""
 import json
 import os
@@ -32,7 +33,8 @@ try:
     torch.tpu.synchronize()
 except KeyboardInterrupt:
     out["interrupted"] = True
-    out["in_progress_at_interrupt"] = torch_tpu._C._launches_in_progress()
+    out["in_progress_at_interrupt"] = (torch_tpu._C._launches_in_progress() +
+                                       torch_tpu._C._graphs_in_flight())
     out["seconds_to_interrupt"] = time.monotonic() - start
 ref = a_cpu
 for _ in range(STEPS):
