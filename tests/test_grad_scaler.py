@@ -40,6 +40,44 @@ def test_unscale_matches_cpu(poison, mode):
         torch.testing.assert_close(a.cpu(), e, rtol=0, atol=0, equal_nan=True)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_functional_unscale_matches_cpu(mode):
+    # The out-of-place variant (what functionalization, and so torch.compile,
+    # calls) returns the unscaled list and a new found_inf; its inputs stay.
+    def run(device):
+        g = grads(device)
+        g[0][1] = NAN
+        found = torch.zeros((), device=device)
+        out, new_found = torch.ops.aten._amp_foreach_non_finite_check_and_unscale(
+            g, found, torch.tensor(0.25, device=device))
+        return out, new_found, g, found
+
+    e_out, e_found, e_in, e_flag = run("cpu")
+    with torch_tpu.eager_mode(mode):
+        out, new_found, g, found = run("tpu")
+    assert len(out) == len(e_out)
+    for a, e in zip(list(out) + [new_found] + g + [found], list(e_out) + [e_found] + e_in + [e_flag]):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        torch.testing.assert_close(a.cpu(), e, rtol=0, atol=0, equal_nan=True)
+
+
+def test_unscale_inside_a_compiled_function():
+    def f(g, found, inv):
+        torch._amp_foreach_non_finite_check_and_unscale_(g, found, inv)
+        return found
+
+    def run(device, fn):
+        g = [torch.tensor([1.0, INF], device=device), torch.ones(3, device=device)]
+        found = fn(g, torch.zeros(1, device=device), torch.full((1,), 0.5, device=device))
+        return [t.cpu() for t in g], found.cpu()
+
+    e_g, e_found = run("cpu", f)
+    a_g, a_found = run("tpu", torch.compile(f, backend="tpu"))
+    torch.testing.assert_close(a_found, e_found, rtol=0, atol=0)
+    for a, e in zip(a_g, e_g):
+        torch.testing.assert_close(a, e, rtol=0, atol=0)
+
+
 def test_unscale_keeps_a_raised_flag_and_takes_a_one_element_vector():
     g = [torch.ones(3, device="tpu")]
     found = torch.full((1,), 2.0, device="tpu")  # summed over devices by GradScaler

@@ -455,31 +455,41 @@ bool returns_list(const c10::FunctionSchema& schema) {
   return schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
 }
 
-// Functional fused optimizers (_fused_adamw) return one list per list they
-// update; return k is as long as the k-th list argument.
+// Functional variants of list ops return several values, lists among them:
+// fused optimizers (_fused_adamw) one list per list they update, the _amp_
+// unscale op the unscaled list and found_inf.
 bool returns_lists(const c10::FunctionSchema& schema) {
   if (schema.returns().size() < 2) return false;
   for (const auto& r : schema.returns())
-    if (r.type()->kind() != c10::TypeKind::ListType) return false;
-  return true;
+    if (r.type()->kind() == c10::TypeKind::ListType) return true;
+  return false;
 }
 
+// The k-th list returned is as long as the k-th TensorList argument; other
+// returns are single tensors.
 void push_lists(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& values,
                 std::vector<at::Tensor>& results, torch::jit::Stack* stack) {
-  size_t next = 0, k = 0;
-  for (const c10::IValue& v : values) {
-    if (k == schema.returns().size()) break;
-    if (!v.isTensorList()) continue;
-    size_t n = v.toListRef().size();
+  std::vector<size_t> sizes;
+  for (const c10::IValue& v : values)
+    if (v.isTensorList()) sizes.push_back(v.toListRef().size());
+  size_t next = 0, lists = 0;
+  for (const auto& ret : schema.returns()) {
+    size_t n = 1;
+    if (ret.type()->kind() == c10::TypeKind::ListType) {
+      TORCH_CHECK(lists < sizes.size(), "tpu lowering of ", schema.name(),
+                  ": more list returns than list arguments");
+      n = sizes[lists++];
+    }
     TORCH_CHECK(next + n <= results.size(), "tpu lowering of ", schema.name(), " returned ",
-                results.size(), " tensors, fewer than its lists hold");
-    std::vector<at::Tensor> list(results.begin() + next, results.begin() + next + n);
+                results.size(), " tensors, fewer than its returns hold");
+    if (ret.type()->kind() == c10::TypeKind::ListType)
+      stack->push_back(c10::IValue(std::vector<at::Tensor>(results.begin() + next, results.begin() + next + n)));
+    else
+      stack->push_back(std::move(results[next]));
     next += n;
-    ++k;
-    stack->push_back(c10::IValue(std::move(list)));
   }
-  TORCH_CHECK(k == schema.returns().size() && next == results.size(), "tpu lowering of ",
-              schema.name(), " returned ", results.size(), " tensors for ", k, " lists");
+  TORCH_CHECK(next == results.size(), "tpu lowering of ", schema.name(), " returned ",
+              results.size(), " tensors, more than its returns hold");
 }
 
 void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Route& given) {
