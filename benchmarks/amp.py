@@ -16,8 +16,8 @@ import statistics
 import torch
 
 import torch_tpu
-from eager_modes import context, sync, timed_block
-from gpt import GPT, SIZES, loss_fn
+from eager_modes import context, make_train_step, sync, timed_block
+from gpt import SIZES
 
 # (device, eager mode or None for the CPU, autocast or not)
 CONFIGS = [(dev, mode, amp) for dev, mode in (("cpu", None), ("tpu", "strict"), ("tpu", "defer_and_fuse"))
@@ -29,32 +29,13 @@ def name(config):
     return f"{mode or 'cpu_eager'}/{'bf16' if amp else 'fp32'}"
 
 
-def make_train_step(device, amp, args):
-    torch.manual_seed(0)
-    model = GPT(args.vocab, args.d_model, args.heads, args.layers, args.seq).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    g = torch.Generator().manual_seed(1)
-    idx = torch.randint(0, args.vocab, (args.batch, args.seq), generator=g).to(device)
-    tgt = torch.randint(0, args.vocab, (args.batch, args.seq), generator=g).to(device)
-
-    def step():
-        opt.zero_grad()
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=amp):
-            loss = loss_fn(model, idx, tgt)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return step
-
-
 def measure(args):
     runs = {}
     for config in CONFIGS:
         dev, mode, amp = config
         mode = mode or "cpu_eager"
         with context(mode):
-            step = make_train_step(dev, amp, args)
+            step = make_train_step(dev, args, amp)
             for _ in range(args.warmup):
                 step()
             sync(dev)

@@ -29,7 +29,8 @@ def sync(device):
         torch.tpu.synchronize()
 
 
-def make_train_step(device, args):
+def make_train_step(device, args, amp=False):
+    """amp: bfloat16 autocast around the forward and the loss (benchmarks/amp.py)."""
     torch.manual_seed(0)
     model = GPT(args.vocab, args.d_model, args.heads, args.layers, args.seq).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -39,7 +40,8 @@ def make_train_step(device, args):
 
     def step():
         opt.zero_grad()
-        loss = loss_fn(model, idx, tgt)
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=amp):
+            loss = loss_fn(model, idx, tgt)
         loss.backward()
         opt.step()
         return loss

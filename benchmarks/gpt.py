@@ -68,6 +68,28 @@ SIZES = {
 }
 
 
+def adamw_train_step(size, device="tpu", lr=1e-3):
+    """A training step (zero_grad, forward, loss, backward, AdamW step) of the
+    GPT of SIZES[size] on fixed random tokens; returns the step, which
+    returns the loss."""
+    cfg = dict(SIZES[size])
+    batch = cfg.pop("batch")
+    torch.manual_seed(0)
+    model = GPT(**cfg).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    idx = torch.randint(0, cfg["vocab"], (batch, cfg["seq"])).to(device)
+    targets = torch.randint(0, cfg["vocab"], (batch, cfg["seq"])).to(device)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model, idx, targets)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
 def step_flops(vocab, d_model, heads, layers, seq, batch, train):
     """Multiply-add flops (x2) of the matmuls in one forward (x3 for a
     training step: the backward does two matmuls per forward matmul)."""

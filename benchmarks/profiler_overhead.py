@@ -12,7 +12,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import torch_tpu
-from gpt import GPT, SIZES, loss_fn
+from gpt import SIZES, adamw_train_step
 
 
 def main():
@@ -23,20 +23,11 @@ def main():
     ap.add_argument("--mode", default="strict")
     args = ap.parse_args()
     torch_tpu.set_eager_mode(args.mode)
-    cfg = dict(SIZES[args.size])
-    batch = cfg.pop("batch")
-    torch.manual_seed(0)
-    model = GPT(**cfg).to("tpu")
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    idx = torch.randint(0, cfg["vocab"], (batch, cfg["seq"])).to("tpu")
-    targets = torch.randint(0, cfg["vocab"], (batch, cfg["seq"])).to("tpu")
+    step = adamw_train_step(args.size)
 
     def steps():
         for _ in range(args.steps):
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model, idx, targets)
-            loss.backward()
-            opt.step()
+            loss = step()
         loss.item()
         torch.tpu.synchronize()
 

@@ -17,7 +17,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 import torch_tpu  # noqa: F401  (registers the tpu device)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
-from gpt import GPT, SIZES, loss_fn  # noqa: E402
+from gpt import SIZES, adamw_train_step  # noqa: E402
 
 
 def main():
@@ -26,21 +26,7 @@ def main():
     ap.add_argument("--size", default="small", choices=sorted(SIZES))
     ap.add_argument("--steps", type=int, default=5)
     args = ap.parse_args()
-    cfg = dict(SIZES[args.size])
-    batch = cfg.pop("batch")
-    torch.manual_seed(0)
-    model = GPT(**cfg).to("tpu")
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    idx = torch.randint(0, cfg["vocab"], (batch, cfg["seq"])).to("tpu")
-    targets = torch.randint(0, cfg["vocab"], (batch, cfg["seq"])).to("tpu")
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model, idx, targets)
-        loss.backward()
-        opt.step()
-        return loss
-
+    step = adamw_train_step(args.size)
     step().item()  # compile outside the trace
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
         for i in range(args.steps):
