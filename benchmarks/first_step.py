@@ -6,6 +6,8 @@ were compiled on the way, for work whose shapes are new:
   generate_N    a tiny Hugging Face Llama (2 layers, hidden 64), greedy
                 generate() of N new tokens from an 8-token prompt (the KV cache
                 grows by one position per token, so every step has new shapes)
+  generate_64_static   the same with cache_implementation="static" (strict and
+                cpu_eager; transformers then compiles the forward with torch.compile)
   size_loop     a small function (matmul, bias, tanh, softmax, sum) called on
                 32 inputs of different lengths
 
@@ -52,10 +54,13 @@ def workloads(quick):
         return {"gpt_train": dict(steps=3), "generate_8": dict(tokens=8),
                 "size_loop": dict(sizes=8)}
     return {"gpt_train": dict(steps=10), "generate_8": dict(tokens=8),
-            "generate_64": dict(tokens=64), "size_loop": dict(sizes=32)}
+            "generate_64": dict(tokens=64), "generate_64_static": dict(tokens=64, static=True),
+            "size_loop": dict(sizes=32)}
 
 
 def supported(workload, config):
+    if workload.endswith("_static"):
+        return config in ("strict", "cpu_eager")
     return not (config == "jax_jit" and workload.startswith("generate"))
 
 
@@ -182,7 +187,7 @@ def tiny_llama():
     return transformers.LlamaForCausalLM(cfg).eval()
 
 
-def generate(config, tokens):
+def generate(config, tokens, static=False):
     import torch
 
     model = tiny_llama()
@@ -197,7 +202,8 @@ def generate(config, tokens):
     start = time.perf_counter()
     with torch.no_grad():
         out = model.generate(prompt, attention_mask=torch.ones_like(prompt),
-                             max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
+                             max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
+                             **({"cache_implementation": "static"} if static else {}))
     ids = finish_torch(out)[0].tolist()
     elapsed = time.perf_counter() - start
     return {"all": (elapsed, *base.since(), None), "tokens": ids}
@@ -263,7 +269,7 @@ def child(workload, config, params):
     if workload == "gpt_train":
         result = gpt_train(config, params["steps"])
     elif workload.startswith("generate"):
-        result = generate(config, params["tokens"])
+        result = generate(config, params["tokens"], params.get("static", False))
     else:
         result = size_loop(config, params["sizes"])
     if config in TPU_MODES:
