@@ -392,6 +392,7 @@ def main():
 
     print()
     names = list(dict.fromkeys(r["row"] for r in table))
+    configs = [c for c in configs if any(r["config"] == c for r in table)]
     print(f"{'':<24}" + "".join(f"{c:>22}" for c in configs))
     for n in names:
         cells = []
