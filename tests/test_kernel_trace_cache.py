@@ -203,3 +203,55 @@ def test_a_cached_kernel_runs_without_jax(run_python, tmp_path):
         assert any(line.startswith(f"{name} ImportError") and "holds no trace of it" in line
                    for line in lines), second
     assert "holds no trace of it for inputs (float32[4, 8], float32[8])" in second
+
+
+# ---------------------------------------------------------------- what an entry is checked against
+
+@pytest.fixture
+def stored():
+    """A key with an entry in the suite's cache folder, and its text."""
+    import uuid
+
+    from torch_tpu import _trace_cache
+
+    k = f"test entry {uuid.uuid4().hex}"
+    text = "module {\n}\n"
+    _trace_cache.store(k, text)
+    return k, text
+
+
+def test_entry_of_another_jax_version_misses(stored, monkeypatch):
+    from torch_tpu import _trace_cache
+
+    k, text = stored
+    assert _trace_cache.load(k) == text
+    real = _trace_cache._version
+    monkeypatch.setattr(_trace_cache, "_version", lambda d: "0.0.1" if d == "jaxlib" else real(d))
+    assert _trace_cache.load(k) is None
+
+
+def test_entry_traced_under_other_jax_options_misses(stored):
+    import jax
+
+    from torch_tpu import _trace_cache
+
+    k, text = stored
+    with jax.numpy_rank_promotion("raise"):
+        assert _trace_cache.load(k) is None
+    assert _trace_cache.load(k) == text
+
+
+def test_signature_platform_and_pallas_choice_are_in_the_key():
+    from torch_tpu import _trace_cache
+
+    sig = [(torch.float32, (4, 8))]
+    base = _trace_cache.key("a::b", sig, "cpu", "interpret", "f")
+    assert base == _trace_cache.key("a::b", sig, "cpu", "interpret", "f")
+    others = [_trace_cache.key("a::c", sig, "cpu", "interpret", "f"),
+              _trace_cache.key("a::b", [(torch.float32, (4, 9))], "cpu", "interpret", "f"),
+              _trace_cache.key("a::b", [(torch.bfloat16, (4, 8))], "cpu", "interpret", "f"),
+              _trace_cache.key("a::b", sig, "tpu", "mosaic", "f"),
+              _trace_cache.key("a::b", sig, "cpu", "mosaic", "f"),
+              _trace_cache.key("a::b", sig, "cpu", "interpret", "g")]
+    assert len({base, *others}) == 7
+    assert "stablehlo_current_version" in base  # the plugin the text was checked against
