@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-import torch_tpu
 from torch_tpu._trace_cache import Unsafe, fingerprint
 
 pytest.importorskip("jax", reason="JAX is the optional extra torch_tpu[jax] "

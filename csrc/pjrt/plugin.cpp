@@ -73,7 +73,13 @@ std::shared_ptr<Plugin> Plugin::load(const PluginChoice& choice) {
       api->PJRT_Plugin_Attributes != nullptr) {
     PJRT_Plugin_Attributes_Args args{};
     args.struct_size = PJRT_Plugin_Attributes_Args_STRUCT_SIZE;
-    check(api, api->PJRT_Plugin_Attributes(&args), "Plugin_Attributes");
+    // Attributes are informational: a plugin that fails to give them still
+    // runs, and users of a missing attribute have a fallback.
+    try {
+      check(api, api->PJRT_Plugin_Attributes(&args), "Plugin_Attributes");
+    } catch (const Error&) {
+      args.num_attributes = 0;
+    }
     for (size_t i = 0; i < args.num_attributes; ++i) {
       const PJRT_NamedValue& v = args.attributes[i];
       std::string name(v.name, v.name_size);

@@ -109,7 +109,7 @@ class _Walker:
             raise Unsafe(f"{where} refers to class {v.__qualname__}")
         if isinstance(v, enum.Enum) and _named(type(v).__module__):
             return self.put("enum", type(v).__module__, type(v).__qualname__, v.name)
-        if isinstance(v, types.BuiltinFunctionType) and _named(getattr(v, "__module__", None) or ""):
+        if isinstance(v, types.BuiltinFunctionType) and _named(v.__module__ or ""):
             return self.put("builtin", v.__module__, v.__qualname__)
         np = sys.modules.get("numpy")
         if np is not None:
