@@ -231,8 +231,10 @@ def _traced(who, what, signature):
         except Exception as e:
             if str(e).startswith(who):
                 raise
-            sig = ", ".join(f"{str(d).replace('torch.', '')}{list(s)}" for d, s in signature)
-            message = f"{who}: {what} for inputs ({sig}) failed: {type(e).__name__}: {e}"
+            from .custom_ops import signature_text
+
+            message = (f"{who}: {what} for inputs {signature_text(signature)} failed: "
+                       f"{type(e).__name__}: {e}")
             try:
                 err = type(e)(message)
             except Exception:

@@ -211,9 +211,11 @@ def _process_key() -> str:
 
 
 def key(name: str, signature, platform: str, pallas: str, fn_fingerprint: str) -> str:
-    sig = ", ".join(f"{str(d).replace('torch.', '')}{list(s)}" for d, s in signature)
-    return (f"jax_op {name}\ninputs ({sig})\nplatform {platform} pallas {pallas}\n"
-            + _process_key() + f"function {fn_fingerprint}")
+    from .custom_ops import signature_text
+
+    return (f"jax_op {name}\ninputs {signature_text(signature)}\n"
+            f"platform {platform} pallas {pallas}\n" + _process_key()
+            + f"function {fn_fingerprint}")
 
 
 def _jax_context() -> str | None:

@@ -27,7 +27,7 @@ import sys
 import torch
 
 from . import _C, _jax_lower, _trace_cache
-from .custom_ops import KernelOp
+from .custom_ops import KernelOp, signature_text
 
 __all__ = ["jax_op"]
 
@@ -97,7 +97,7 @@ class _JaxKernel(KernelOp):
         if not _jax_importable():
             why = (f" and this kernel is kept out of the persistent cache ({unsafe})" if unsafe else
                    f" and the persistent cache ({_C._cache_dir()}) holds no trace of it for inputs "
-                   f"{_signature_text(signature)}")
+                   f"{signature_text(signature)}")
             _jax_lower.import_jax(self._who, why)
         _jax_lower.import_jax(self._who)
         text = _jax_lower.lower(self.fn, signature, self._who)
@@ -109,10 +109,6 @@ class _JaxKernel(KernelOp):
         if self._cached(signature) is not None or not _jax_importable():
             return self.module(signature)[1]
         return _jax_lower.output_types(self.fn, signature, self._who)
-
-
-def _signature_text(signature) -> str:
-    return "(" + ", ".join(f"{str(d).replace('torch.', '')}{list(s)}" for d, s in signature) + ")"
 
 
 def _vjp_of(fn, n: int):
