@@ -446,16 +446,19 @@ def test_stablehlo_op_parse_error_names_line(tpu):
         torch_tpu.stablehlo_op("bad::two", bad)
 
 
-def test_stablehlo_op_signature_checks(tpu):
+@pytest.mark.parametrize("mode", MODES)
+def test_stablehlo_op_signature_checks(mode, tpu):
+    # Raised at the call in every mode: nothing is left pending to fail later.
     op = torch_tpu.stablehlo_op(fresh("two"), TWO_ADDS_MODULE)
-    with pytest.raises(TypeError, match="takes .float32\\[4, 3\\], float32\\[3\\]"):
-        op(torch.randn(4, 3, device=tpu, dtype=torch.float64), torch.randn(3, device=tpu))
-    with pytest.raises(TypeError, match="takes .float32\\[4, 3\\]"):
-        op(torch.randn(5, 3, device=tpu), torch.randn(3, device=tpu))
-    with pytest.raises(TypeError, match="expected 2 tensor arguments"):
-        op(torch.randn(4, 3, device=tpu))
-    with pytest.raises(RuntimeError, match="runs on tpu; got tensors on cpu"):
-        op(torch.randn(4, 3), torch.randn(3))
+    with torch_tpu.eager_mode(mode):
+        with pytest.raises(TypeError, match="takes .float32\\[4, 3\\], float32\\[3\\]"):
+            op(torch.randn(4, 3, device=tpu, dtype=torch.float64), torch.randn(3, device=tpu))
+        with pytest.raises(TypeError, match="takes .float32\\[4, 3\\]"):
+            op(torch.randn(5, 3, device=tpu), torch.randn(3, device=tpu))
+        with pytest.raises(TypeError, match="expected 2 tensor arguments"):
+            op(torch.randn(4, 3, device=tpu))
+        with pytest.raises(RuntimeError, match="runs on tpu; got tensors on cpu"):
+            op(torch.randn(4, 3), torch.randn(3))
 
 
 @pytest.mark.parametrize("text,message", [
@@ -643,3 +646,14 @@ def test_pallas_lowering_follows_the_platform(platform_name, lowering, monkeypat
     else:
         assert "tpu_custom_call" not in text and len(noted) == 1
     assert xla_bridge._backends == {}  # Mosaic's lowering did not make JAX create a TPU client
+
+
+def test_jax_op_on_another_device_and_mixed_devices(rms_op):
+    if torch.tpu.device_count() < 2:
+        pytest.skip("needs two tpu devices (the CPU plugin gives several)")
+    x, w = torch.randn(3, 8), torch.randn(8)
+    y = rms_op(x.to("tpu:1"), w.to("tpu:1"))
+    assert y.device == torch.device("tpu:1")
+    close(y, F.rms_norm(x, (8,), w, 1e-6))
+    with pytest.raises(RuntimeError, match=rf"{rms_op.name}: expected all tensors on one device"):
+        rms_op(x.to("tpu:0"), w.to("tpu:1"))

@@ -224,10 +224,14 @@ def _jax_context() -> str | None:
     jax = sys.modules.get("jax")
     if jax is None:
         return None
-    from jax._src import config
+    try:
+        from jax._src import config
 
+        context = config.trace_context()
+    except (ImportError, AttributeError):  # another JAX: its version already tells entries apart
+        return "unavailable"
     parts = []
-    for v in config.trace_context():
+    for v in context:
         if v is None or isinstance(v, (bool, int, float, str, enum.Enum)):
             parts.append(repr(v))
         elif isinstance(v, tuple) and all(isinstance(x, (bool, int, float, str)) for x in v):
