@@ -140,12 +140,14 @@ KERNELS = """
     w = torch.randn(8, requires_grad=True)
 
     def run(name, kind, value):
-        if kind == "body":
+        if kind in ("body", "compiled"):
             op = jax_op(f"cachetest::{name}", body_kernel(value))
             ref = F.rms_norm(x, (8,), w, 1e-6) * value
             gx, gw = torch.autograd.grad(ref.sum(), (x, w))
             xt = x.detach().to("tpu").requires_grad_()
             wt = w.detach().to("tpu").requires_grad_()
+            if kind == "compiled":  # the fake implementation reads the cache too
+                op = torch.compile(op, backend="tpu", fullgraph=True)
             try:
                 y = op(xt, wt)
                 y.sum().backward()  # the derived jax.vjp backward, cached too
@@ -187,16 +189,16 @@ def test_a_cached_kernel_runs_without_jax(run_python, tmp_path):
 
     first = proc([["body", "body", 2.0], ["closure", "closure", 3.0],
                   ["body_changed", "body", 2.0], ["closure_changed", "closure", 3.0],
-                  ["damaged", "body", 1.0]])
-    assert first.count("matches") == 5 and "jax imported: True" in first, first
-    # Without JAX: the same kernels, forward and backward, from the cache,
-    # against PyTorch. A changed body constant or closure value misses (and
+                  ["compiled", "compiled", 0.5], ["damaged", "body", 1.0]])
+    assert first.count("matches") == 6 and "jax imported: True" in first, first
+    # Without JAX: the same kernels, forward and backward, eager and under
+    # torch.compile, from the cache, against PyTorch. A changed body constant or closure value misses (and
     # without JAX cannot be traced); so does a damaged entry.
     second = proc([["body", "body", 2.0], ["closure", "closure", 3.0],
-                   ["body_changed", "body", 2.5], ["closure_changed", "closure", 3.5],
+                   ["compiled", "compiled", 0.5], ["body_changed", "body", 2.5], ["closure_changed", "closure", 3.5],
                    "damage", ["damaged", "body", 1.0]], NO_JAX="1")
     lines = second.splitlines()
-    assert "body matches" in lines and "closure matches" in lines, second
+    assert {"body matches", "closure matches", "compiled matches"} <= set(lines), second
     assert "jax imported: False" in lines
     for name in ("body_changed", "closure_changed", "damaged"):
         assert any(line.startswith(f"{name} ImportError") and "holds no trace of it" in line
