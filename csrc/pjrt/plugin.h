@@ -16,13 +16,13 @@ namespace torch_tpu::pjrt {
 
 using Api = PJRT_Api;
 
-// Which plugin to load and why (for torch_tpu.platform() and error messages).
 // The StableHLO versions a plugin's parser reads ("major.minor.patch"), from
 // its "stablehlo_minimum_version" and "stablehlo_current_version" attributes.
 struct StablehloWindow {
   std::string minimum, current;
 };
 
+// Which plugin to load and why (for torch_tpu.platform() and error messages).
 struct PluginChoice {
   std::string path;
   std::string reason;  // "TORCH_TPU_PJRT_PLUGIN", "libtpu", "cuda", "xla-cpu-pjrt"

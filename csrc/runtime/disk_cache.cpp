@@ -78,8 +78,8 @@ bool stale_temporary(const fs::directory_entry& e) {
 std::string CacheKey::text() const {
   // XLA_FLAGS change what the plugin's compiler emits (fast math, ISA), so
   // an executable compiled under other flags is another entry.
-  return (kind.empty() ? "" : "kind " + kind + "|") + plugin + "|" + version + "|XLA_FLAGS " + xla_flags + "|device " + std::to_string(device) +
-         "|" + program;
+  return (kind.empty() ? "" : "kind " + kind + "|") + plugin + "|" + version + "|XLA_FLAGS " +
+         xla_flags + "|device " + std::to_string(device) + "|" + program;
 }
 
 DiskCache::DiskCache(std::string dir, int64_t max_bytes)

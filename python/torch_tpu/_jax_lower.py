@@ -125,8 +125,8 @@ def check_version(module, who: str, window=None):
     def fail(why):
         raise RuntimeError(
             f"{who}: the PJRT plugin cannot read the StableHLO that JAX {jax.__version__} emits: "
-            f"{why}. torch_tpu is tested with jax=={PINNED_JAX} (pip install 'torch_tpu[jax]'), "
-            "which writes StableHLO the plugin reads")
+            f"{why}. Use a JAX whose StableHLO the plugin reads (torch_tpu pins "
+            f"jax=={PINNED_JAX}: pip install 'torch_tpu[jax]') or a newer plugin")
 
     why = window_error(jax_window, window)
     if why:
