@@ -2,6 +2,8 @@
 in strict, debug, defer_and_fuse and torch.compile, forward and backward,
 against PyTorch on the CPU."""
 import itertools
+import uuid
+import warnings
 
 import pytest
 import torch
@@ -23,6 +25,12 @@ _ids = itertools.count()
 def fresh(name):
     """Operator names are global to the process: one per test use."""
     return f"kt{next(_ids)}::{name}"
+
+
+def untraced(name):
+    """A name no earlier run can have stored in the suite's persistent cache,
+    for tests that need the kernel to be traced in this process."""
+    return f"kt_{uuid.uuid4().hex}::{name}"
 
 
 def close(tpu_value, cpu_value, **kw):
@@ -203,8 +211,9 @@ def test_jax_op_backward_skips_integer_inputs(tpu):
     close(xt.grad, x.grad)
 
 
-def test_jax_op_given_backward(tpu):
-    calls = []
+@pytest.mark.parametrize("mode", MODES)
+def test_jax_op_given_backward(mode, tpu):
+    calls = []  # a list in the closure: kept out of the disk cache, so traced here
 
     def backward(x, g):
         calls.append(x.shape)
@@ -215,24 +224,27 @@ def test_jax_op_given_backward(tpu):
     g = torch.randn(8, 32)
     y = torch.softmax(x, -1)
     (y * g).sum().backward()
-    xt = x.detach().to(tpu).requires_grad_()
-    yt = op(xt)
-    (yt * g.to(tpu)).sum().backward()
-    close(yt.detach(), y.detach())
-    close(xt.grad, x.grad)
+    with torch_tpu.eager_mode(mode):
+        xt = x.detach().to(tpu).requires_grad_()
+        yt = op(xt)
+        (yt * g.to(tpu)).sum().backward()
+        close(yt.detach(), y.detach())
+        close(xt.grad, x.grad)
     assert calls  # the given backward was traced, not jax.vjp of the kernel
 
 
-def test_register_autograd_replaces_the_derived_backward(tpu):
+@pytest.mark.parametrize("mode", MODES)
+def test_register_autograd_replaces_the_derived_backward(mode, tpu):
     op = jax_op(fresh("double"), lambda x: x * 2.0)
 
     def backward(ctx, grads):
         return grads[0] * 3.0  # not the true gradient: proves this one runs
 
     op.register_autograd(backward)
-    x = torch.ones(4, device=tpu, requires_grad=True)
-    op(x).sum().backward()
-    close(x.grad, torch.full((4,), 3.0))
+    with torch_tpu.eager_mode(mode):
+        x = torch.ones(4, device=tpu, requires_grad=True)
+        op(x).sum().backward()
+        close(x.grad, torch.full((4,), 3.0))
 
 
 # ---------------------------------------------------------------- Pallas (interpret mode here)
@@ -243,9 +255,6 @@ def test_pallas_elementwise(mode, tpu):
     x, y = torch.randn(8, 128), torch.randn(8, 128)
     with torch_tpu.eager_mode(mode):
         close(op(x.to(tpu), y.to(tpu)), (x + y) * x)
-    if torch_tpu.platform()["platform_name"].lower() != "tpu":
-        from torch_tpu import _jax_lower
-        assert _jax_lower._interpret_noted
 
 
 @pytest.mark.parametrize("mode", ("strict", "defer_and_fuse"))
@@ -347,13 +356,15 @@ def test_stablehlo_op_inside_torch_compile(tpu):
     assert not torch._dynamo.utils.counters["graph_break"]
 
 
-def test_no_jax_client_is_created(tpu, rms_op):
+def test_no_jax_client_is_created(tpu):
     from jax._src import xla_bridge
 
+    # Names no earlier run cached: traced here, forward and backward.
     x = torch.randn(4, 8, device=tpu, requires_grad=True)
-    rms_op(x, torch.ones(8, device=tpu)).sum().backward()
-    jax_op(fresh("add_mul"), pallas_add_mul)(torch.ones(8, 128, device=tpu),
-                                             torch.ones(8, 128, device=tpu)).cpu()
+    jax_op(untraced("rms"), jax_rms)(x, torch.ones(8, device=tpu)).sum().backward()
+    jax_op(untraced("add_mul"), pallas_add_mul)(torch.ones(8, 128, device=tpu),
+                                                torch.ones(8, 128, device=tpu)).cpu()
+    assert x.grad is not None
     assert xla_bridge._backends == {}
 
 
@@ -370,6 +381,64 @@ def test_stablehlo_op(mode, tpu):
         close(s, rs)
 
 
+def two_with_gradient(name):
+    """TWO_ADDS_MODULE with a backward written in PyTorch (tpu ops)."""
+    op = torch_tpu.stablehlo_op(name, TWO_ADDS_MODULE)
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0], inputs[1], output[0])
+
+    def backward(ctx, grads):
+        a, b, y = ctx.saved_tensors
+        gy, gs = grads
+        gy = (gy if gy is not None else torch.zeros_like(y))
+        if gs is not None:
+            gy = gy + gs[:, None]
+        gz = gy * (1 - y * y)
+        return gz * b, (gz * a).sum(0)
+
+    return op.register_autograd(backward, setup_context=setup_context)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_stablehlo_op_registered_backward(mode, tpu):
+    op = two_with_gradient(fresh("two"))
+    a = torch.randn(4, 3, requires_grad=True)
+    b = torch.randn(3, requires_grad=True)
+    ry, rs = torch_two(a, b)
+    (ry.sum() * 2 + (rs * rs).sum()).backward()
+    with torch_tpu.eager_mode(mode):
+        at = a.detach().to(tpu).requires_grad_()
+        bt = b.detach().to(tpu).requires_grad_()
+        y, s = op(at, bt)
+        (y.sum() * 2 + (s * s).sum()).backward()
+        close(at.grad, a.grad)
+        close(bt.grad, b.grad)
+
+
+def test_stablehlo_op_registered_backward_inside_torch_compile(tpu):
+    op = two_with_gradient(fresh("two"))
+    a = torch.randn(4, 3, requires_grad=True)
+    b = torch.randn(3, requires_grad=True)
+    torch_two(a * 2, b)[1].sum().backward()
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    f = torch.compile(lambda a, b: op(a * 2, b)[1].sum(), backend="tpu")
+    at = a.detach().to(tpu).requires_grad_()
+    bt = b.detach().to(tpu).requires_grad_()
+    f(at, bt).backward()
+    close(at.grad, a.grad)
+    close(bt.grad, b.grad)
+    assert not torch._dynamo.utils.counters["graph_break"]
+
+
+def test_stablehlo_op_without_gradient_says_so(tpu):
+    op = torch_tpu.stablehlo_op(fresh("two"), TWO_ADDS_MODULE)
+    a = torch.randn(4, 3, device=tpu, requires_grad=True)
+    with pytest.raises(RuntimeError, match="(?i)autograd"):
+        op(a, torch.randn(3, device=tpu))[1].sum().backward()
+
+
 def test_stablehlo_op_parse_error_names_line(tpu):
     bad = TWO_ADDS_MODULE.replace("stablehlo.tanh", "stablehlo.tanhh")
     line = next(n for n, text in enumerate(bad.split("\n"), 1) if "tanhh" in text)
@@ -377,16 +446,19 @@ def test_stablehlo_op_parse_error_names_line(tpu):
         torch_tpu.stablehlo_op("bad::two", bad)
 
 
-def test_stablehlo_op_signature_checks(tpu):
+@pytest.mark.parametrize("mode", MODES)
+def test_stablehlo_op_signature_checks(mode, tpu):
+    # Raised at the call in every mode: nothing is left pending to fail later.
     op = torch_tpu.stablehlo_op(fresh("two"), TWO_ADDS_MODULE)
-    with pytest.raises(TypeError, match="takes .float32\\[4, 3\\], float32\\[3\\]"):
-        op(torch.randn(4, 3, device=tpu, dtype=torch.float64), torch.randn(3, device=tpu))
-    with pytest.raises(TypeError, match="takes .float32\\[4, 3\\]"):
-        op(torch.randn(5, 3, device=tpu), torch.randn(3, device=tpu))
-    with pytest.raises(TypeError, match="expected 2 tensor arguments"):
-        op(torch.randn(4, 3, device=tpu))
-    with pytest.raises(RuntimeError, match="runs on tpu; got tensors on cpu"):
-        op(torch.randn(4, 3), torch.randn(3))
+    with torch_tpu.eager_mode(mode):
+        with pytest.raises(TypeError, match="takes .float32\\[4, 3\\], float32\\[3\\]"):
+            op(torch.randn(4, 3, device=tpu, dtype=torch.float64), torch.randn(3, device=tpu))
+        with pytest.raises(TypeError, match="takes .float32\\[4, 3\\]"):
+            op(torch.randn(5, 3, device=tpu), torch.randn(3, device=tpu))
+        with pytest.raises(TypeError, match="expected 2 tensor arguments"):
+            op(torch.randn(4, 3, device=tpu))
+        with pytest.raises(RuntimeError, match="runs on tpu; got tensors on cpu"):
+            op(torch.randn(4, 3), torch.randn(3))
 
 
 @pytest.mark.parametrize("text,message", [
@@ -446,16 +518,142 @@ def test_jax_op_wrong_device_and_arity(tpu, rms_op):
         jax_op(fresh("varargs"), lambda *xs: xs[0])
 
 
-def test_jax_op_without_jax_installed(run_python):
+def test_jax_op_without_jax_installed(run_python, tmp_path):
+    # A kernel the cache could hold is defined, and fails at its first call
+    # (nothing cached); one it could not hold fails at once.
     r = run_python("""
         import sys
         sys.modules["jax"] = None   # as if JAX were not installed
-        import torch_tpu
+        import torch, torch_tpu
+        op = torch_tpu.pallas.jax_op("nojax::f", lambda x: x)
         try:
-            torch_tpu.pallas.jax_op("nojax::f", lambda x: x)
+            op(torch.ones(3, device="tpu"))
         except ImportError as e:
             print("ImportError:", e)
-    """)
+        state = []
+        try:
+            torch_tpu.pallas.jax_op("nojax::g", lambda x: x + len(state))
+        except ImportError as e:
+            print("ImportError:", e)
+    """, TORCH_TPU_CACHE_DIR=str(tmp_path))
     assert r.returncode == 0, r.stderr
-    assert "jax_op('nojax::f'): JAX is not installed" in r.stdout
-    assert "torch_tpu[jax]" in r.stdout
+    first, second = [line for line in r.stdout.splitlines() if line.startswith("ImportError")]
+    assert "jax_op('nojax::f'): JAX is not installed" in first
+    assert "holds no trace of it for inputs (float32[3])" in first
+    assert "torch_tpu[jax]" in first
+    assert "jax_op('nojax::g'): JAX is not installed" in second
+    assert "kept out of the persistent cache" in second and "'state'" in second
+
+
+def test_jax_op_input_dtype_jax_cannot_take():
+    # Every dtype a tpu tensor holds has a JAX dtype, so this is reached only
+    # by a signature given directly; it still names the op.
+    from torch_tpu import _jax_lower
+
+    with pytest.raises(TypeError, match=r"jax_op\('x::y'\): tensors of dtype float8_e4m3fn cannot"):
+        _jax_lower.abstract_values([(torch.float8_e4m3fn, (4,))], "jax_op('x::y')")
+
+
+# ---------------------------------------------------------------- the plugin's StableHLO window
+
+def test_plugin_reports_its_stablehlo_window():
+    from torch_tpu import _jax_lower
+
+    window = _jax_lower.plugin_window()
+    attrs = torch_tpu.platform()["plugin_attributes"]
+    if window is None:
+        assert "stablehlo_current_version" not in attrs
+        pytest.skip("this plugin reports no StableHLO window (the compile check is used)")
+    assert window == (attrs["stablehlo_minimum_version"], attrs["stablehlo_current_version"])
+    assert all(len(v.split(".")) == 3 and v.replace(".", "").isdigit() for v in window)
+
+
+def test_window_error_names_both_versions():
+    from torch_tpu._jax_lower import window_error
+
+    assert window_error(("0.9.0", "1.17.0"), ("0.9.0", "1.13.3")) is None
+    assert window_error(("0.9.0", "1.17.0"), ("1.17.0", "1.20.0")) is None
+    newer = window_error(("0.9.0", "1.17.0"), ("1.18.0", "1.20.0"))
+    assert "1.17.0" in newer and "1.18.0" in newer
+    older = window_error(("0.9.0", "1.17.0"), ("0.4.0", "0.8.9"))
+    assert "0.8.9" in older and "0.9.0" in older
+    assert window_error(("0.9.0", "1.17.0"), ("0.4.0", "0.10.0")) is None  # numeric, not text order
+
+
+def test_kernel_outside_the_plugin_window_is_refused(tpu, monkeypatch):
+    from jax._src.lib.mlir.dialects import hlo
+
+    from torch_tpu import _jax_lower
+
+    jax_current = hlo.get_current_version()
+    monkeypatch.setattr(_jax_lower, "plugin_window", lambda: ("99.0.0", "99.1.0"))
+    op = jax_op(untraced("cos"), jnp.cos)
+    with pytest.raises(RuntimeError,
+                       match=rf"cannot read the StableHLO that JAX .*writes StableHLO "
+                             rf".*{jax_current}.*99\.0\.0"):
+        op(torch.ones(3, device=tpu))
+    # stablehlo.tan is newer than StableHLO 1.0.0: a plugin reading up to
+    # 1.0.0 cannot take this module although the windows overlap.
+    monkeypatch.setattr(_jax_lower, "plugin_window", lambda: ("0.9.0", "1.0.0"))
+    op = jax_op(untraced("tan"), jnp.tan)
+    with pytest.raises(RuntimeError, match=rf"newer than 1\.0\.0.*JAX writes {jax_current}"):
+        op(torch.ones(3, device=tpu))
+    op = jax_op(untraced("cos"), jnp.cos)  # a module that 1.0.0 can express passes
+    close(op(torch.ones(3, device=tpu)), torch.cos(torch.ones(3)))
+
+
+def test_kernel_inside_the_real_plugin_window(tpu):
+    op = jax_op(untraced("tan"), jnp.tan)
+    x = torch.rand(5)
+    close(op(x.to(tpu)), torch.tan(x))
+
+
+def test_plugin_without_a_window_is_checked_by_compiling(tpu, monkeypatch):
+    from torch_tpu import _jax_lower
+
+    probes = []
+    monkeypatch.setattr(_jax_lower, "plugin_window", lambda: None)
+    monkeypatch.setattr(_jax_lower, "_compiled_probe", False)
+    real = _jax_lower.check_by_compiling
+    monkeypatch.setattr(_jax_lower, "check_by_compiling",
+                        lambda who: probes.append(who) or real(who))
+    op = jax_op(untraced("sin"), jnp.sin)
+    x = torch.rand(3)
+    close(op(x.to(tpu)), torch.sin(x))
+    assert probes and _jax_lower._compiled_probe
+
+
+# ---------------------------------------------------------------- Pallas: Mosaic or interpret
+
+@pytest.mark.parametrize("platform_name,lowering", [("cpu", "interpret"), ("cuda", "interpret"),
+                                                    ("TPU", "mosaic"), ("tpu", "mosaic")])
+def test_pallas_lowering_follows_the_platform(platform_name, lowering, monkeypatch):
+    from jax._src import xla_bridge
+
+    from torch_tpu import _jax_lower
+
+    real = torch_tpu.platform()
+    monkeypatch.setattr(torch_tpu, "platform", lambda: dict(real, platform_name=platform_name))
+    monkeypatch.setattr(_jax_lower, "_interpret_noted", False)
+    platform = _jax_lower.lowering_platform()
+    assert _jax_lower.pallas_lowering(platform) == lowering
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        text = _jax_lower.lower(pallas_add_mul, [(torch.float32, (8, 128))] * 2, "test")
+    noted = [w for w in caught if "interpret mode" in str(w.message)]
+    if lowering == "mosaic":
+        assert "tpu_custom_call" in text and not noted  # lowered only: running it needs a TPU
+    else:
+        assert "tpu_custom_call" not in text and len(noted) == 1
+    assert xla_bridge._backends == {}  # Mosaic's lowering did not make JAX create a TPU client
+
+
+def test_jax_op_on_another_device_and_mixed_devices(rms_op):
+    if torch.tpu.device_count() < 2:
+        pytest.skip("needs two tpu devices (the CPU plugin gives several)")
+    x, w = torch.randn(3, 8), torch.randn(8)
+    y = rms_op(x.to("tpu:1"), w.to("tpu:1"))
+    assert y.device == torch.device("tpu:1")
+    close(y, F.rms_norm(x, (8,), w, 1e-6))
+    with pytest.raises(RuntimeError, match=rf"{rms_op.name}: expected all tensors on one device"):
+        rms_op(x.to("tpu:0"), w.to("tpu:1"))

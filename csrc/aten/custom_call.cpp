@@ -1,4 +1,4 @@
-// User kernels from Python (python/torch_tpu/custom_kernels.py): a module
+// User kernels from Python (python/torch_tpu/custom_ops.py, pallas.py): a module
 // text is registered once, then every call of the user's op records one
 // custom-call node through runtime::run_op, as the lowered ATen ops do, so it
 // runs in every eager mode, fuses under defer_and_fuse and is captured by
@@ -8,6 +8,7 @@
 
 #include "aten/tensor_bridge.h"
 #include "lowering/custom_call.h"
+#include "runtime/disk_cache.h"
 #include "runtime/runtime.h"
 
 namespace py = pybind11;
@@ -88,6 +89,15 @@ void check_custom_module(int id, int device) {
   });
 }
 
+// A traced kernel's entry in the persistent cache: keyed by the plugin as
+// executables are (a module was checked against this plugin), not by
+// XLA_FLAGS or the device, which do not change what JAX emits.
+runtime::CacheKey trace_key(const std::string& key) {
+  auto& client = runtime::Runtime::get().client();
+  return runtime::CacheKey{"jax_op trace", client.plugin().identity(), client.platform_version(),
+                           "", 0, key};
+}
+
 }  // namespace
 
 void bind_custom_call(py::module& m) {
@@ -100,6 +110,20 @@ void bind_custom_call(py::module& m) {
   m.def("_check_custom_module", &check_custom_module,
         "Compiles a registered module alone (raises with the plugin's message)");
   m.def("_custom_call", &custom_call, "Records one call of a registered module");
+  m.def("_stablehlo_window", []() -> py::object {
+    auto w = runtime::Runtime::get().client().plugin().stablehlo_window();
+    if (!w) return py::none();
+    return py::make_tuple(w->minimum, w->current);
+  }, "(minimum, current) StableHLO version the plugin reads, or None when it does not say");
+  m.def("_trace_cache_load", [](const std::string& key) -> py::object {
+    auto found = translate_errors([&] { return runtime::disk_cache().load(trace_key(key)); });
+    if (!found) return py::none();
+    return py::bytes(*found);
+  }, "A traced kernel's entry in the persistent cache, or None (missing or damaged)");
+  m.def("_trace_cache_store", [](const std::string& key, const py::bytes& payload) {
+    std::string data = payload;
+    translate_errors([&] { runtime::disk_cache().store(trace_key(key), data); });
+  }, "Stores a traced kernel's entry in the persistent cache");
 }
 
 }  // namespace torch_tpu::aten

@@ -87,6 +87,9 @@ PYBIND11_MODULE(_C, m) {
     d["platform_version"] = aten::translate_errors([&] { return r.client().platform_version(); });
     d["pjrt_api_version"] = std::to_string(r.client().plugin().api_major()) + "." +
                             std::to_string(r.client().plugin().api_minor());
+    py::dict attributes;
+    for (const auto& [k, v] : r.client().plugin().attributes()) attributes[py::str(k)] = v;
+    d["plugin_attributes"] = attributes;
     return d;
   });
   m.def("_device_info", [](int i) {

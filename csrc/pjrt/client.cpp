@@ -442,18 +442,7 @@ DeviceInfo Client::device_info(int index) const {
   check(api, api->PJRT_DeviceDescription_Attributes(&attrs), "DeviceDescription_Attributes");
   for (size_t i = 0; i < attrs.num_attributes; ++i) {
     const PJRT_NamedValue& v = attrs.attributes[i];
-    std::string text;
-    switch (v.type) {
-      case PJRT_NamedValue_kString: text.assign(v.string_value, v.value_size); break;
-      case PJRT_NamedValue_kInt64: text = std::to_string(v.int64_value); break;
-      case PJRT_NamedValue_kInt64List:
-        for (size_t k = 0; k < v.value_size; ++k)
-          text += (k ? "," : "") + std::to_string(v.int64_array_value[k]);
-        break;
-      case PJRT_NamedValue_kFloat: text = std::to_string(v.float_value); break;
-      case PJRT_NamedValue_kBool: text = v.bool_value ? "1" : "0"; break;
-    }
-    info.attributes.emplace_back(std::string(v.name, v.name_size), std::move(text));
+    info.attributes.emplace_back(std::string(v.name, v.name_size), named_value_text(v));
   }
   return info;
 }

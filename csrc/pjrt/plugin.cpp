@@ -69,6 +69,24 @@ std::shared_ptr<Plugin> Plugin::load(const PluginChoice& choice) {
     args.struct_size = PJRT_Plugin_Initialize_Args_STRUCT_SIZE;
     check(api, api->PJRT_Plugin_Initialize(&args), "Plugin_Initialize");
   }
+  if (api->struct_size > offsetof(PJRT_Api, PJRT_Plugin_Attributes) &&
+      api->PJRT_Plugin_Attributes != nullptr) {
+    PJRT_Plugin_Attributes_Args args{};
+    args.struct_size = PJRT_Plugin_Attributes_Args_STRUCT_SIZE;
+    // Attributes are informational: a plugin that fails to give them still
+    // runs, and users of a missing attribute have a fallback.
+    try {
+      check(api, api->PJRT_Plugin_Attributes(&args), "Plugin_Attributes");
+    } catch (const Error&) {
+      args.num_attributes = 0;
+    }
+    for (size_t i = 0; i < args.num_attributes; ++i) {
+      const PJRT_NamedValue& v = args.attributes[i];
+      std::string name(v.name, v.name_size);
+      bool version = name.find("version") != std::string::npos;
+      plugin->attributes_.emplace_back(std::move(name), named_value_text(v, version));
+    }
+  }
   return plugin;
 }
 
@@ -79,6 +97,32 @@ Plugin::~Plugin() {
 
 int Plugin::api_major() const { return api_->pjrt_api_version.major_version; }
 int Plugin::api_minor() const { return api_->pjrt_api_version.minor_version; }
+
+std::optional<StablehloWindow> Plugin::stablehlo_window() const {
+  StablehloWindow w;
+  for (const auto& [name, value] : attributes_) {
+    if (name == "stablehlo_minimum_version") w.minimum = value;
+    if (name == "stablehlo_current_version") w.current = value;
+  }
+  if (w.minimum.empty() && w.current.empty()) return std::nullopt;
+  return w;
+}
+
+std::string named_value_text(const PJRT_NamedValue& v, bool dotted) {
+  switch (v.type) {
+    case PJRT_NamedValue_kString: return std::string(v.string_value, v.value_size);
+    case PJRT_NamedValue_kInt64: return std::to_string(v.int64_value);
+    case PJRT_NamedValue_kInt64List: {
+      std::string text;
+      for (size_t k = 0; k < v.value_size; ++k)
+        text += (k ? (dotted ? "." : ",") : "") + std::to_string(v.int64_array_value[k]);
+      return text;
+    }
+    case PJRT_NamedValue_kFloat: return std::to_string(v.float_value);
+    case PJRT_NamedValue_kBool: return v.bool_value ? "1" : "0";
+  }
+  return "";
+}
 
 std::string Plugin::identity() const {
   return choice_.path + "#" + std::to_string(api_major()) + "." + std::to_string(api_minor());

@@ -78,8 +78,8 @@ bool stale_temporary(const fs::directory_entry& e) {
 std::string CacheKey::text() const {
   // XLA_FLAGS change what the plugin's compiler emits (fast math, ISA), so
   // an executable compiled under other flags is another entry.
-  return plugin + "|" + version + "|XLA_FLAGS " + xla_flags + "|device " + std::to_string(device) +
-         "|" + program;
+  return (kind.empty() ? "" : "kind " + kind + "|") + plugin + "|" + version + "|XLA_FLAGS " +
+         xla_flags + "|device " + std::to_string(device) + "|" + program;
 }
 
 DiskCache::DiskCache(std::string dir, int64_t max_bytes)
@@ -139,7 +139,7 @@ void DiskCache::store(const CacheKey& k, const std::string& executable) {
   if (!writable_ || executable.empty()) return;
   std::string key = k.text();
   std::string path = path_of(key);
-  std::string header = "plugin " + k.plugin + "\nversion " + k.version + "\nxla_flags " +
+  std::string header = (k.kind.empty() ? "" : "kind " + k.kind + "\n") + "plugin " + k.plugin + "\nversion " + k.version + "\nxla_flags " +
                        k.xla_flags + "\ndevice " + std::to_string(k.device) + "\n";
   std::string entry(kMagic, 8);
   entry.reserve(kSummedFrom + 16 + header.size() + key.size() + executable.size());

@@ -1,6 +1,9 @@
 // The persistent executable cache, shared by every eager mode and process.
 // An entry is a file named by a 128-bit hash of its key (program text,
-// plugin path and version, XLA_FLAGS, device). Layout:
+// plugin path and version, XLA_FLAGS, device). Entries of another kind (the
+// StableHLO text a jax_op traced, python/torch_tpu/_trace_cache.py) share the
+// folder, the format, the checks and the size bound; their kind is part of
+// the key. Layout:
 //   "TPUEXE02" | checksum (u64) | header length (u64) | header |
 //   key length (u64) | key | PJRT-serialized executable
 // The header names the plugin, its version, the flags and the device in
@@ -27,6 +30,7 @@ namespace torch_tpu::runtime {
 
 // What a cache entry is for. Its key is all of it.
 struct CacheKey {
+  std::string kind;  // empty: a PJRT-serialized executable
   std::string plugin, version, xla_flags;
   int device = 0;
   std::string program;

@@ -92,7 +92,7 @@ std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir,
   auto start = std::chrono::steady_clock::now();
   int64_t start_ns = now_ns();
   const char* tier = "disk";
-  CacheKey disk_key{client_->plugin().identity(), client_->platform_version(), env().xla_flags,
+  CacheKey disk_key{"", client_->plugin().identity(), client_->platform_version(), env().xla_flags,
                     client_->device_info(device).id, mlir};
   std::unique_ptr<pjrt::Executable> exe;
   bool damaged = false;

@@ -65,7 +65,9 @@ from . import distributed  # noqa: E402,F401  (registers the "tpu_dist" c10d bac
 
 def platform():
     """Which PJRT plugin backs `tpu`: a dict with the plugin path, why it was
-    chosen, the XLA platform name and version, and the PJRT C API version."""
+    chosen, the XLA platform name and version, the PJRT C API version, and the
+    plugin's attributes (PJRT_Plugin_Attributes as text, e.g. the StableHLO
+    versions it reads, which custom kernels are checked against)."""
     return dict(_C._platform())
 
 

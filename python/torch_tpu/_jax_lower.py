@@ -13,13 +13,29 @@ extra); the tests check that no backend exists after a kernel runs.
 Pallas: on a TPU plugin a `pallas_call` lowers to its Mosaic custom call. On
 every other plugin the lowering rule of `pallas_call` is overridden for this
 lowering only so that it runs in Pallas' interpret mode (the kernel becomes
-plain StableHLO: a loop over the grid with dynamic slices).
+plain StableHLO: a loop over the grid with dynamic slices). The Mosaic
+lowering asks the module context for a backend only to read libtpu's version
+(`get_backend(optional=True)`), and JAX would create a TPU client to answer;
+during our lowering that optional question is answered "no backend", which
+Pallas handles by assuming the oldest libtpu.
+
+Version rule: the loaded plugin must read the StableHLO JAX emits. A plugin
+that reports its window (PJRT_Plugin_Attributes "stablehlo_minimum_version"
+and "stablehlo_current_version") has each traced module serialized as a
+portable artifact for the newer of the two sides' common versions, which
+fails, naming both versions, when the module needs something the plugin's
+version lacks. A plugin that reports no window gets the older check: a small
+JAX module is compiled by it once per process.
 """
 from __future__ import annotations
 
+import contextlib
+import threading
 import warnings
 
 import torch
+
+from . import _C
 
 PINNED_JAX = "0.10.2"
 
@@ -35,14 +51,14 @@ _64_BIT = {torch.int64, torch.float64, torch.complex128, torch.uint64}
 _interpret_noted = False
 
 
-def import_jax(who: str):
+def import_jax(who: str, why: str = ""):
     try:
         import jax  # noqa: F401
         import jax.numpy  # noqa: F401
     except ImportError as e:
         raise ImportError(
-            f"{who}: JAX is not installed ({e}). Install it with `pip install 'torch_tpu[jax]'` "
-            f"(jax=={PINNED_JAX}, jaxlib=={PINNED_JAX}).") from e
+            f"{who}: JAX is not installed ({e}){why}. Install it with `pip install "
+            f"'torch_tpu[jax]'` (jax=={PINNED_JAX}, jaxlib=={PINNED_JAX}).") from e
     if jax.__version__ != PINNED_JAX:
         warnings.warn(f"torch_tpu custom kernels are tested with JAX {PINNED_JAX}; JAX "
                       f"{jax.__version__} is installed (its StableHLO or internal lowering API may "
@@ -64,14 +80,111 @@ def lowering_platform() -> str:
     return "cpu"
 
 
-def abstract_values(signature):
+def pallas_lowering(platform: str) -> str:
+    """How a pallas_call is lowered for a JAX platform: "mosaic" (TPU) or
+    "interpret" (plain StableHLO, every other plugin)."""
+    return "mosaic" if platform == "tpu" else "interpret"
+
+
+def plugin_window():
+    """(minimum, current) StableHLO version the plugin reads, or None."""
+    return _C._stablehlo_window()
+
+
+def _version_tuple(v: str):
+    return tuple(int(p) for p in v.split("."))
+
+
+def window_error(jax_window, plugin_window_) -> str | None:
+    """Why no StableHLO version lies in both windows ((minimum, current)
+    each), or None when one does."""
+    (jmin, jcur), (pmin, pcur) = jax_window, plugin_window_
+    if _version_tuple(pcur) < _version_tuple(jmin):
+        return (f"the plugin reads StableHLO {pmin} to {pcur}, older than the oldest this JAX "
+                f"writes ({jmin}; it writes {jmin} to {jcur})")
+    if _version_tuple(jcur) < _version_tuple(pmin):
+        return (f"this JAX writes StableHLO {jmin} to {jcur}, older than the oldest the plugin "
+                f"reads ({pmin}; it reads {pmin} to {pcur})")
+    return None
+
+
+def check_version(module, who: str, window=None):
+    """Raises RuntimeError, naming JAX's and the plugin's StableHLO versions,
+    when the plugin cannot read `module` (an ir.Module JAX lowered). Returns
+    False when the plugin reports no window (nothing was checked)."""
+    import jax
+    from jax._src.lib.mlir import ir
+    from jax._src.lib.mlir.dialects import hlo
+
+    window = window if window is not None else plugin_window()
+    if window is None:
+        return False
+    jax_window = (hlo.get_minimum_version(), hlo.get_current_version())
+    pmin, pcur = window
+
+    def fail(why):
+        raise RuntimeError(
+            f"{who}: the PJRT plugin cannot read the StableHLO that JAX {jax.__version__} emits: "
+            f"{why}. Use a JAX whose StableHLO the plugin reads (torch_tpu pins "
+            f"jax=={PINNED_JAX}: pip install 'torch_tpu[jax]') or a newer plugin")
+
+    why = window_error(jax_window, window)
+    if why:
+        fail(why)
+    target = hlo.get_smaller_version(jax_window[1], pcur)
+    diagnostics = []
+
+    def collect(d):
+        diagnostics.append(str(d.message))
+        return True
+
+    with module.context:
+        handler = module.context.attach_diagnostic_handler(collect)
+        try:
+            # Serializing converts the module it is given to VHLO: a copy.
+            copy = ir.Module.parse(module.operation.get_asm(enable_debug_info=False))
+            hlo.serialize_portable_artifact(copy, target, allow_other_dialects=True)
+        except Exception as e:  # noqa: BLE001 - the binding raises ValueError
+            detail = "; ".join(diagnostics) or str(e)
+            fail(f"the module needs StableHLO newer than {target}, the newest the plugin reads "
+                 f"(JAX writes {jax_window[1]}, the plugin reads {pmin} to {pcur}): {detail}")
+        finally:
+            handler.detach()
+    return True
+
+
+# Lowerings patch JAX's module context (the Mosaic backend question) for their
+# duration; one at a time.
+_lowering_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _no_backend_for_optional_questions():
+    from jax._src.interpreters import mlir
+
+    original = mlir.ModuleContext.get_backend
+
+    def get_backend(self, optional=False):
+        if optional and self.backend is None:
+            return None
+        return original(self, optional=optional)
+
+    mlir.ModuleContext.get_backend = get_backend
+    try:
+        yield
+    finally:
+        mlir.ModuleContext.get_backend = original
+
+
+def abstract_values(signature, who: str):
     import jax
     import jax.numpy as jnp
 
     out = []
     for dtype, shape in signature:
         if dtype not in _TORCH_TO_JAX:
-            raise TypeError(f"tensors of dtype {dtype} cannot be passed to a JAX kernel")
+            raise TypeError(f"{who}: tensors of dtype {str(dtype).replace('torch.', '')} cannot be "
+                            "passed to a JAX kernel")
         out.append(jax.ShapeDtypeStruct(shape, jnp.dtype(_TORCH_TO_JAX[dtype])))
     return out
 
@@ -118,8 +231,10 @@ def _traced(who, what, signature):
         except Exception as e:
             if str(e).startswith(who):
                 raise
-            sig = ", ".join(f"{str(d).replace('torch.', '')}{list(s)}" for d, s in signature)
-            message = f"{who}: {what} for inputs ({sig}) failed: {type(e).__name__}: {e}"
+            from .custom_ops import signature_text
+
+            message = (f"{who}: {what} for inputs {signature_text(signature)} failed: "
+                       f"{type(e).__name__}: {e}")
             try:
                 err = type(e)(message)
             except Exception:
@@ -134,7 +249,7 @@ def output_types(fn, signature, who: str) -> list:
     import jax
 
     with _traced(who, "tracing the function", signature), _x64(signature):
-        outs = jax.eval_shape(_flat(fn, who), *abstract_values(signature))
+        outs = jax.eval_shape(_flat(fn, who), *abstract_values(signature, who))
     return [(_to_torch(o.dtype, who), tuple(o.shape)) for o in outs]
 
 
@@ -147,8 +262,9 @@ def _to_torch(dtype, who):
                     "cannot hold")
 
 
-def lower(fn, signature, who: str) -> str:
-    """The StableHLO text of fn for the input signature [(torch dtype, shape)]."""
+def lower(fn, signature, who: str, *, check=True) -> str:
+    """The StableHLO text of fn for the input signature [(torch dtype, shape)],
+    checked against the plugin's StableHLO window (check_version)."""
     import jax
     from jax._src import sharding_impls
     from jax._src.interpreters import mlir
@@ -156,7 +272,7 @@ def lower(fn, signature, who: str) -> str:
     platform = lowering_platform()
     params = mlir.LoweringParameters()
     interpreted = []
-    if platform != "tpu":
+    if pallas_lowering(platform) == "interpret":
         from jax._src.pallas import pallas_call as pc
 
         def interpret_rule(ctx, *args, interpret=False, **kw):
@@ -165,8 +281,9 @@ def lower(fn, signature, who: str) -> str:
 
         params = mlir.LoweringParameters(override_lowering_rules=((pc.pallas_call_p, interpret_rule),))
     flat = _flat(fn, who)
-    with _traced(who, "tracing the function", signature), _x64(signature):
-        closed = jax.make_jaxpr(flat)(*abstract_values(signature))
+    with _traced(who, "tracing the function", signature), _x64(signature), _lowering_lock, \
+            _no_backend_for_optional_questions():
+        closed = jax.make_jaxpr(flat)(*abstract_values(signature, who))
         for aval in closed.out_avals:
             _to_torch(aval.dtype, who)
         n = len(closed.in_avals)
@@ -177,7 +294,32 @@ def lower(fn, signature, who: str) -> str:
             lowering_parameters=params)
     if interpreted:
         _note_interpret(platform)
+    if check and not check_version(result.module, who):
+        check_by_compiling(who)
     return result.module.operation.get_asm(enable_debug_info=False)
+
+
+_compiled_probe = False
+
+
+def check_by_compiling(who: str):
+    """For a plugin that reports no StableHLO window: one small JAX module is
+    compiled by it, once per process, and a failure names both sides."""
+    global _compiled_probe
+    if _compiled_probe:
+        return
+    import jax
+
+    text = lower(lambda x: x * 2 + 1, [(torch.float32, (2,))], who, check=False)
+    try:
+        mid, _, _ = _C._custom_module("torch_tpu::jax_probe", text)
+        _C._check_custom_module(mid, torch.tpu.current_device())
+    except (ValueError, RuntimeError) as e:
+        raise RuntimeError(
+            f"{who}: the PJRT plugin cannot read the StableHLO that JAX {jax.__version__} emits "
+            f"(torch_tpu is tested with jax=={PINNED_JAX}: pip install "
+            f"'torch_tpu[jax]'). The plugin said: {e}") from e
+    _compiled_probe = True
 
 
 def _note_interpret(platform):

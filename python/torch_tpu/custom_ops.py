@@ -135,13 +135,14 @@ def _register(name: str, text: str, signature: tuple) -> tuple[int, list]:
     mid, ins, outs = _C._custom_module(name, text)
     want = [(dtype, shape) for dtype, shape in signature]
     if [(d, tuple(s)) for d, s in ins] != want:
-        raise TypeError(f"{name}: the module's @main takes {_types(ins)} but it is called with "
-                        f"{_types(want)}")
+        raise TypeError(f"{name}: the module's @main takes {signature_text(ins)} but it is called "
+                        f"with {signature_text(want)}")
     _C._check_custom_module(mid, torch.tpu.current_device())
     return mid, [(d, tuple(s)) for d, s in outs]
 
 
-def _types(types) -> str:
+def signature_text(types) -> str:
+    """[(dtype, shape)] as messages and cache keys write it: "(float32[4, 8])"."""
     return "(" + ", ".join(f"{str(d).replace('torch.', '')}{list(s)}" for d, s in types) + ")"
 
 
@@ -161,7 +162,8 @@ def stablehlo_op(name: str, module_text: str) -> KernelOp:
     found = _register(name, module_text, sig)
 
     def only_signature(signature):
-        raise TypeError(f"{name}: the module takes {_types(sig)}; called with {_types(signature)}")
+        raise TypeError(f"{name}: the module takes {signature_text(sig)}; called with "
+                        f"{signature_text(signature)}")
 
     op = KernelOp(name, len(sig), only_signature, describe="stablehlo_op")
     op._modules[sig] = found

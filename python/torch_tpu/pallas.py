@@ -5,8 +5,10 @@
 `name` on tpu tensors. For each input signature `fn` is traced once, with
 JAX, on abstract values, to a StableHLO module (python/torch_tpu/_jax_lower.py);
 the op then runs that module as a node of our own programs
-(python/torch_tpu/custom_ops.py). JAX is needed to define and trace a kernel,
-never to run it, and no JAX client or device is ever created.
+(python/torch_tpu/custom_ops.py). JAX is needed to trace a kernel, never to
+run it, and no JAX client or device is ever created. The traced text goes
+into the persistent cache (python/torch_tpu/_trace_cache.py): a later process
+with the same kernel reads it instead of tracing, without importing JAX.
 
 Gradients: unless `backward` is given, the backward is `jax.vjp` of `fn`,
 lowered the same way, as the operator `name + "_vjp"` (it recomputes the
@@ -18,16 +20,16 @@ again.
 """
 from __future__ import annotations
 
+import importlib.util
 import inspect
+import sys
 
 import torch
 
-from . import _C, _jax_lower
-from .custom_ops import KernelOp
+from . import _C, _jax_lower, _trace_cache
+from .custom_ops import KernelOp, signature_text
 
 __all__ = ["jax_op"]
-
-_checked_plugin = False
 
 
 def _differentiable(dtype) -> bool:
@@ -49,47 +51,78 @@ def _arity(fn, who: str) -> int:
     return n
 
 
-def _check_plugin_reads_jax(who: str):
-    """The loaded plugin must parse what this JAX emits: one small module is
-    traced and compiled once per process, and a failure names both sides."""
-    global _checked_plugin
-    if _checked_plugin:
-        return
-    import jax
-
-    text = _jax_lower.lower(lambda x: x * 2 + 1, [(torch.float32, (2,))], who)
+def _jax_importable() -> bool:
+    if "jax" in sys.modules:
+        return sys.modules["jax"] is not None
     try:
-        mid, _, _ = _C._custom_module("torch_tpu::jax_probe", text)
-        _C._check_custom_module(mid, torch.tpu.current_device())
-    except (ValueError, RuntimeError) as e:
-        raise RuntimeError(
-            f"{who}: the PJRT plugin cannot read the StableHLO that JAX {jax.__version__} emits "
-            f"(torch_tpu is tested with jax=={_jax_lower.PINNED_JAX}: pip install "
-            f"'torch_tpu[jax]'). The plugin said: {e}") from e
-    _checked_plugin = True
+        return importlib.util.find_spec("jax") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 class _JaxKernel(KernelOp):
+    """A JAX function as a kernel: each signature's module comes from the
+    persistent cache when it holds one, and is traced (and stored) otherwise."""
+
     def __init__(self, name: str, nargs, fn, *, describe: str):
         self.fn = fn
-        who = f"{describe}({name!r})"
-        super().__init__(name, nargs, lambda sig: _jax_lower.lower(fn, sig, who), describe=describe)
-        self._who = who
+        self._who = f"{describe}({name!r})"
+        self._from_disk: dict[tuple, str] = {}
+        super().__init__(name, nargs, self._text, describe=describe)
+
+    def _key(self, signature):
+        """(key, None), or (None, why the kernel stays out of the disk cache)."""
+        try:
+            fp = _trace_cache.fingerprint(self.fn)
+        except _trace_cache.Unsafe as e:
+            return None, str(e)
+        platform = _jax_lower.lowering_platform()
+        return _trace_cache.key(self.name, signature, platform,
+                                _jax_lower.pallas_lowering(platform), fp), None
+
+    def _cached(self, signature):
+        text = self._from_disk.get(signature)
+        if text is None:
+            k, _ = self._key(signature)
+            text = _trace_cache.load(k) if k is not None else None
+            if text is not None:
+                self._from_disk[signature] = text
+        return text
+
+    def _text(self, signature) -> str:
+        text = self._cached(signature)
+        if text is not None:
+            return text
+        k, unsafe = self._key(signature)
+        if not _jax_importable():
+            why = (f" and this kernel is kept out of the persistent cache ({unsafe})" if unsafe else
+                   f" and the persistent cache ({_C._cache_dir()}) holds no trace of it for inputs "
+                   f"{signature_text(signature)}")
+            _jax_lower.import_jax(self._who, why)
+        _jax_lower.import_jax(self._who)
+        text = _jax_lower.lower(self.fn, signature, self._who)
+        if k is not None:
+            _trace_cache.store(k, text)
+        return text
 
     def _output_types(self, signature):
+        if self._cached(signature) is not None or not _jax_importable():
+            return self.module(signature)[1]
         return _jax_lower.output_types(self.fn, signature, self._who)
 
 
 def _vjp_of(fn, n: int):
     """A JAX function of (*primals, *cotangents of the inexact results) giving
-    the gradients of the inexact primals."""
-    import jax
-    import jax.numpy as jnp
-
-    def inexact(x):
-        return jnp.issubdtype(x.dtype, jnp.inexact)
+    the gradients of the inexact primals. JAX is imported inside, when it is
+    traced: a backward read from the persistent cache runs without JAX."""
 
     def vjp(*args):
+        import jax
+        import jax.numpy as jnp
+
+        def inexact(x):
+            return jnp.issubdtype(x.dtype, jnp.inexact)
+
         primals, cts = list(args[:n]), list(args[n:])
         diff = [i for i, p in enumerate(primals) if inexact(p)]
 
@@ -132,16 +165,23 @@ def jax_op(name: str, fn, *, backward=None) -> KernelOp:
 
     `fn` takes one JAX array per tensor argument and returns an array or a
     tuple/list of arrays; the op returns a tensor or a tuple. Each new input
-    signature (dtypes, shapes) is traced and compiled once. Pallas kernels run
-    on TPU as Mosaic and elsewhere in Pallas' interpret mode."""
+    signature (dtypes, shapes) is traced and compiled once (or read from the
+    persistent cache, where JAX is not needed). Pallas kernels run on TPU as
+    Mosaic and elsewhere in Pallas' interpret mode."""
     who = f"jax_op({name!r})"
-    _jax_lower.import_jax(who)
     if not callable(fn):
         raise TypeError(f"{who}: fn must be callable, got {type(fn).__name__}")
     if backward is not None and not callable(backward):
         raise TypeError(f"{who}: backward must be callable, got {type(backward).__name__}")
     nargs = _arity(fn, who)
-    _check_plugin_reads_jax(who)
+    if not _jax_importable():
+        # Only a kernel the persistent cache can hold could ever run.
+        for f in (fn, backward):
+            try:
+                _trace_cache.fingerprint(f)
+            except _trace_cache.Unsafe as e:
+                _jax_lower.import_jax(who, f" and this kernel is kept out of the persistent cache "
+                                           f"({e})")
     op = _JaxKernel(name, nargs, fn, describe="jax_op")
     bwd_fn = backward if backward is not None else _vjp_of(fn, nargs)
     bwd_op = _JaxKernel(name + "_vjp", None, bwd_fn, describe="jax_op backward")

@@ -48,6 +48,24 @@ TEST(Plugin, ReportsApiVersion) {
   EXPECT_NE(p.identity().find(testing::plugin_path()), std::string::npos);
 }
 
+// The CPU plugin reports the StableHLO versions its parser reads; custom
+// kernels check JAX's modules against them.
+TEST(Plugin, ReportsItsStablehloWindow) {
+  auto w = client().plugin().stablehlo_window();
+  ASSERT_TRUE(w.has_value());
+  auto numeric = [](const std::string& v) {
+    int dots = 0;
+    for (char c : v) {
+      if (c == '.') ++dots;
+      else if (c < '0' || c > '9') return false;
+    }
+    return dots == 2;
+  };
+  EXPECT_TRUE(numeric(w->minimum)) << w->minimum;
+  EXPECT_TRUE(numeric(w->current)) << w->current;
+  EXPECT_NE(w->minimum, w->current);
+}
+
 TEST(Plugin, MissingPathNamesThePath) {
   try {
     Plugin::load({"/nonexistent/plugin.so", "test"});
