@@ -20,12 +20,13 @@ import harness  # noqa: E402
 NAN, INF = float("nan"), float("inf")
 
 # (OpInfo key, dtypes, samples per dtype): the samples are PyTorch's.
+# nn.functional.grid_sample's samples are grid_sampler_2d's plus 3-d ones
+# (grid_sampler_3d, not lowered), so grid_sampler_2d stands for it.
 OPINFO = [
     ("_upsample_bilinear2d_aa", ("float32", "float64"), 8),
     ("complex", ("float32", "float64"), 8),
     ("grid_sampler_2d", ("float32", "float64"), 12),
     ("isin", ("float32", "int64", "int32", "uint8", "float64"), 8),
-    ("nn.functional.grid_sample", ("float32",), 24),
     ("nn.functional.multi_margin_loss", ("float32", "float64"), 12),
     ("polar", ("float32", "float64"), 8),
 ]
@@ -224,3 +225,44 @@ def test_multi_margin_loss_weight_errors_as_on_cpu():
             F.multi_margin_loss(x, t, weight=torch.ones(4, dtype=torch.float64).to(d))
         with pytest.raises(NotImplementedError, match="multi_margin_loss_cpu_kernel"):
             F.multi_margin_loss(x.long(), t)
+
+
+# ---- antialiased interpolation
+
+AA = [
+    ("down_3x", (2, 3, 12, 15), dict(size=(4, 5))),
+    ("down_uneven", (1, 2, 10, 20), dict(size=(3, 7))),
+    ("down_8x_wide_support", (1, 1, 32, 40), dict(size=(4, 5))),
+    ("up", (1, 2, 4, 5), dict(size=(9, 11))),
+    ("mixed_up_down", (1, 2, 8, 5), dict(size=(3, 12))),
+    ("one_pixel", (1, 1, 7, 6), dict(size=(1, 1))),
+    ("height_unchanged", (1, 2, 6, 9), dict(size=(6, 4))),
+    ("scale_factor", (1, 2, 10, 20), dict(scale_factor=(0.37, 0.6))),
+    ("scale_factor_recomputed", (1, 2, 10, 20), dict(scale_factor=0.45, recompute_scale_factor=True)),
+]
+
+
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("name,shape,kw", AA, ids=[c[0] for c in AA])
+def test_antialiased_interpolate_and_grad_match_cpu(name, shape, kw, mode, align):
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(shape, generator=g)
+
+    def run(d):
+        xd = x.to(d).requires_grad_()
+        y = F.interpolate(xd, mode=mode, antialias=True, align_corners=align, **kw)
+        cot = torch.randn(y.shape, generator=torch.Generator().manual_seed(8))
+        (gx,) = torch.autograd.grad(y, xd, cot.to(d))
+        return y.detach(), gx
+
+    want, want_g = run("cpu")
+    got, got_g = run("tpu")
+    _same(got, want)
+    _same(got_g, want_g)
+
+
+def test_antialiased_interpolate_refuses_integers_clearly():
+    x = torch.zeros(1, 1, 4, 4, dtype=torch.int32, device="tpu")
+    with pytest.raises(NotImplementedError, match="_upsample_bilinear2d_aa"):
+        F.interpolate(x, size=(2, 2), mode="bilinear", antialias=True)
