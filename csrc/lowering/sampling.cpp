@@ -382,6 +382,8 @@ void check_grid(const Value& input, const Value& grid, int64_t interp) {
   TPU_CHECK(input.rank() == 4 && grid.rank() == 4, ErrorKind::Runtime, "grid_sampler(): expected 4D input and grid with same number of dimensions, but got input with sizes ", input.rank(), "D and grid with sizes ", grid.rank(), "D");
   TPU_CHECK(input.shape()[0] == grid.shape()[0], ErrorKind::Runtime, "grid_sampler(): expected grid and input to have same batch size, but got input with sizes ", input.shape()[0], " and grid with sizes ", grid.shape()[0]);
   TPU_CHECK(grid.shape()[3] == 2, ErrorKind::Runtime, "grid_sampler(): expected grid to have size 2 in last dimension, but got grid with sizes ", grid.shape()[3]);
+  for (int64_t d = 2; d < 4; ++d)
+    TPU_CHECK(input.shape()[d] > 0, ErrorKind::Runtime, "grid_sampler(): expected input to have non-empty spatial dimensions, but input has sizes ", hlo::shape_str(input.shape()), " with dimension ", d, " being empty");
   check_dtype(hlo::is_float(input.dtype()), "grid_sampler_2d_cpu", input.dtype());
 }
 
@@ -488,6 +490,9 @@ Values lower_bicubic(Context& ctx, const Args& a) {
   bool align = a[2].as_bool();
   TPU_CHECK(x.rank() == 4, ErrorKind::Runtime, "Expected 4D input tensor for upsample_bicubic2d, but got ", x.rank(), "D");
   TPU_CHECK(out.size() == 2, ErrorKind::Runtime, "It is expected output_size equals to 2, but got size ", out.size());
+  TPU_CHECK(x.shape()[2] > 0 && x.shape()[3] > 0 && out[0] > 0 && out[1] > 0, ErrorKind::Runtime,
+            "Input and output sizes should be greater than 0, but got input (H: ", x.shape()[2], ", W: ",
+            x.shape()[3], ") output (H: ", out[0], ", W: ", out[1], ")");
   check_dtype(hlo::is_float(x.dtype()), "upsample_bicubic2d_out_frame", x.dtype());
   E t = x.dtype(), acc = opmath(t);
   x = cast(b, x, acc);
