@@ -214,6 +214,43 @@ def test_randn_normal(dtype):
     check_seeding(lambda: torch.randn(64, dtype=dtype, device=DEV))
 
 
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=str)
+def test_complex_randn_normal_uniform_as_the_cpu_fills_them(dtype):
+    # The CPU fills view_as_real(self): randn's real and imaginary parts are
+    # each N(0, 1/2), normal_(mean, std) gives each part N(mean, std^2 / 2),
+    # uniform_ draws each part from [from, to).
+    real = torch.float64 if dtype == torch.complex128 else torch.float32
+    for x in (torch.randn(N, dtype=dtype, device=DEV), torch.randn_like(torch.empty(N, dtype=dtype, device=DEV))):
+        assert x.dtype == dtype and x.shape == (N,)
+        parts = torch.view_as_real(x.cpu())
+        assert parts.dtype == real
+        for k in (0, 1):
+            assert_moments(parts[:, k], 0.0, 0.5)
+        assert abs(x.cpu().abs().pow(2).double().mean().item() - 1.0) < 0.03  # E|z|^2 = 1, as on the CPU
+        re, im = parts[:, 0].double(), parts[:, 1].double()
+        assert abs(((re - re.mean()) * (im - im.mean())).mean().item() / (re.std() * im.std()).item()) < 5 / math.sqrt(N)
+    t = torch.empty(N, dtype=dtype, device=DEV).normal_(2.0, 3.0)
+    for k in (0, 1):
+        assert_moments(torch.view_as_real(t.cpu())[:, k], 2.0, 4.5)
+    u = torch.empty(N, dtype=dtype, device=DEV).uniform_(-1, 3)
+    for k in (0, 1):
+        p = torch.view_as_real(u.cpu())[:, k].double()
+        assert p.min() >= -1 and p.max() < 3
+        assert_moments(p, 1.0, 16 / 12)
+    r = torch.rand(N, dtype=dtype, device=DEV)
+    p = torch.view_as_real(r.cpu())
+    assert p.min() >= 0 and p.max() < 1
+    check_seeding(lambda: torch.randn(64, dtype=dtype, device=DEV))
+    # the CPU's reference draws have the same moments (a check of the test itself)
+    c = torch.view_as_real(torch.randn(N, dtype=dtype))
+    assert_moments(c[:, 0], 0.0, 0.5)
+
+
+def test_complex_random_errors_like_cpu():
+    raises_like_cpu(lambda d: torch.empty(3, dtype=torch.complex64, device=d).normal_(0, -1))
+    raises_like_cpu(lambda d: torch.empty(3, dtype=torch.complex64, device=d).uniform_(3, 2))
+
+
 def test_normal_errors():
     raises_like_cpu(lambda d: torch.empty(3, device=d).normal_(0, -1))
 

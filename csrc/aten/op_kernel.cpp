@@ -64,6 +64,33 @@ integer_results() {
   return table;
 }
 
+// out= tensors whose dtype the CPU's meta function fixes instead of
+// casting into (the functional result is copied into `out` otherwise): each
+// entry raises the CPU's error for an `out` it refuses.
+void check_bool_or_byte_out(const char* op, const at::Tensor& out, const at::Tensor&) {
+  TORCH_CHECK(out.scalar_type() == at::kBool || out.scalar_type() == at::kByte, op,
+              " only supports bool tensor for result, got: ", out.scalar_type());
+}
+void check_same_dtype_out(const char*, const at::Tensor& out, const at::Tensor& result) {
+  TORCH_CHECK(out.dtype() == result.dtype(), "Expected out tensor to have dtype ", result.dtype(),
+              ", but got ", out.dtype(), " instead");
+}
+void check_exact_out(const char*, const at::Tensor& out, const at::Tensor& result) {
+  TORCH_CHECK(out.scalar_type() == result.scalar_type(), "Expected object of scalar type ",
+              result.scalar_type(), " but got scalar type ", out.scalar_type(), " for argument 'out'");
+}
+using OutCheck = void (*)(const char*, const at::Tensor&, const at::Tensor&);
+const std::map<std::string, std::pair<const char*, OutCheck>>& out_dtype_checks() {
+  static const std::map<std::string, std::pair<const char*, OutCheck>> table = {
+      {"aten::all", {"all", &check_bool_or_byte_out}},
+      {"aten::any", {"any", &check_bool_or_byte_out}},
+      {"aten::complex", {"complex", &check_exact_out}},
+      {"aten::isin", {"isin", &check_same_dtype_out}},
+      {"aten::polar", {"polar", &check_exact_out}},
+  };
+  return table;
+}
+
 std::string full_name(const c10::OperatorName& n) {
   return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
 }
@@ -532,6 +559,10 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     size_t plain = schema.returns().size() - (integer_results().count(schema.name()) ? 2 : 0);
     call.destinations.assign(plain, std::nullopt);
   }
+  // abs of a complex tensor is real: the CPU refuses to write it back.
+  TORCH_CHECK(!(route.variant == Variant::InPlace && schema.name() == "aten::abs_" &&
+                values[0].toTensor().is_complex()),
+              "In-place abs is not supported for complex tensors.");
   if (route.variant == Variant::InPlace || route.variant == Variant::Mutating) {
     auto add_destination = [&](const at::Tensor& t) {
       TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, schema.name(),
@@ -608,6 +639,8 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     for (size_t k = 0; k < route.written.size() && k < results.size(); ++k) {
       at::Tensor out = values[route.written[k]].toTensor();
       const at::Tensor& r = results[k];
+      if (auto it = out_dtype_checks().find(schema.name()); it != out_dtype_checks().end())
+        it->second.second(it->second.first, out, r);
       if (out.sizes() != r.sizes()) at::native::resize_output(out, r.sizes());
       TORCH_CHECK(c10::canCast(r.scalar_type(), out.scalar_type()), "result type ",
                   r.scalar_type(), " can't be cast to the desired output type ", out.scalar_type());

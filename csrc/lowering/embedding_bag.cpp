@@ -139,6 +139,8 @@ std::vector<Value> embedding_bag(Context& ctx, const Args& a, bool forward_only)
   E it = indices.dtype() == E::I64 || offsets.dtype() == E::I64 ? E::I64 : E::I32;
   E acc = opmath(wt);
   int64_t n = numel(indices), dim = weight.shape()[1], m = numel(offsets);
+  TPU_CHECK(weight.shape()[0] > 0 || n == 0, ErrorKind::Runtime,
+            "embedding_bag: every index of input is outside the valid range [0, 0) of an empty weight");
   int64_t bags = incl ? std::max<int64_t>(m - 1, 0) : m;
   Shape out_shape = {bags, dim};
 

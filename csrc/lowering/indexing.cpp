@@ -37,6 +37,13 @@ Value gather_or_empty(Builder& b, Value operand, Value indices, const Builder::G
   return b.gather(operand, indices, dims, slice_sizes, result);
 }
 
+// Every index into an empty dimension is out of range, whatever its value:
+// a shape check, raised when the program is built (the CPU raises too).
+void check_not_empty_dim(const char* op, int64_t size, int64_t dim, int64_t indices) {
+  TPU_CHECK(size > 0 || indices == 0, ErrorKind::Runtime, op,
+            "(): index is out of bounds for dimension ", dim, " with size 0");
+}
+
 // ---- index_select / embedding / index_add: whole slices along one dim
 
 Value index_vector(Builder& b, const Value& index, const char* op) {
@@ -66,6 +73,8 @@ std::vector<Value> lower_index_select(Context& ctx, const Args& a) {
   Value self = a[0].as_tensor();
   int64_t dim = wrap_dim(a[1].as_int(), self.rank());
   Value idx = index_vector(b, a[2].as_tensor(), "index_select");
+  TPU_CHECK(self.rank() == 0 || self.shape()[dim] > 0 || idx.shape()[0] == 0, ErrorKind::Runtime,
+            "index_select(): self indexing axis dim should be positive");
   if (self.rank() == 0) {
     Value r = take_along(b, b.reshape(self, {1}), 0, idx);
     return {r.type.numel() == 1 ? b.reshape(r, {}) : r};
@@ -81,6 +90,9 @@ std::vector<Value> lower_embedding(Context& ctx, const Args& a) {
             "Expected tensor for argument #1 'indices' to have one of the following scalar types: "
             "Long, Int; but got ",
             scalar_type_name(indices.dtype()), " instead (while checking arguments for embedding)");
+  // The CPU's embedding is an index_select of the rows.
+  TPU_CHECK(weight.shape()[0] > 0 || indices.type.numel() == 0, ErrorKind::Runtime,
+            "index_select(): self indexing axis dim should be positive");
   Shape ishape = indices.shape();
   Shape idx_shape = ishape;
   idx_shape.push_back(1);
@@ -169,6 +181,8 @@ Value write_slices(Context& ctx, const Args& a, bool add) {
               scalar_type_name(self.dtype()), " and (source) ", scalar_type_name(source.dtype()));
   int64_t dim = wrap_dim(a[1].as_int(), self.rank());
   Value idx = index_vector(b, a[2].as_tensor(), op);
+  // index_add into an empty dimension is a no-op on the CPU.
+  if (!add && self.rank() > 0) check_not_empty_dim("index_copy_", self.shape()[dim], dim, idx.shape()[0]);
   Shape shape = self.shape();
   bool scalar = self.rank() == 0;
   if (scalar) {
@@ -219,6 +233,7 @@ std::vector<Value> lower_index_fill(Context& ctx, const Args& a) {
   }
   int64_t n = self.rank() ? self.shape()[dim] : 1;
   int64_t k = index.type.numel();
+  check_not_empty_dim("index_fill_", n, dim, k);
   Value idx = b.reshape(wrap_negative(b, index, n), {k, 1});
   Builder::ScatterDims s;
   s.inserted_window_dims = {0};
@@ -253,6 +268,7 @@ std::vector<Value> lower_put(Context& ctx, const Args& a) {
   Value self = a[0].as_tensor(), index = a[1].as_tensor(), source = a[2].as_tensor();
   bool accumulate = a[3].as_bool();
   int64_t n = self.type.numel(), k = index.type.numel();
+  TPU_CHECK(n > 0 || k == 0, ErrorKind::Index, "put_(): Tried to put elements into an empty tensor");
   TPU_CHECK(source.type.numel() == k, ErrorKind::Runtime,
             "put_(): Expected source and index to have the same number of elements, but got "
             "source.numel() = ",
@@ -335,6 +351,7 @@ std::vector<Value> lower_gather(Context& ctx, const Args& a) {
   // (uint8 is fine) or shape.
   if (index.type.numel() == 0) return {b.zeros(self.dtype(), index.shape())};
   check_gather_shapes("gather", self, index, dim, nullptr);
+  if (self.rank() > 0) check_not_empty_dim("gather", self.shape()[dim], dim, index.type.numel());
   Shape out = index.shape();
   Value s = as_vector(b, self), i = as_vector(b, index);
   Value r = gather_or_empty(b, s, coordinates(b, i, dim), pointwise_gather(s.rank()),
@@ -398,6 +415,7 @@ Value scatter_elements(Context& ctx, const Args& a, ScatterOp op, bool include_s
     check_gather_shapes("scatter", self, index, dim, nullptr);
     src = broadcast_to(b, ctx.number(src_arg, self.dtype()), index.shape());
   }
+  if (self.rank() > 0) check_not_empty_dim("scatter", self.shape()[dim], dim, index.type.numel());
   Shape shape = self.shape();
   Value s = as_vector(b, self), i = as_vector(b, index), u = as_vector(b, src);
   if (u.shape() != i.shape()) u = b.slice(u, Dims(u.rank(), 0), i.shape(), Dims(u.rank(), 1));

@@ -156,20 +156,33 @@ Values lower_cholesky_ex(Context& ctx, const Args& a) {
 
 // ---- isin, bucketize, searchsorted
 
+// The CPU refuses the types its sort-based path cannot order, whichever
+// path it takes; a Number counts as the type it would wrap into.
+void check_isin_operand(const Arg& a) {
+  E t = a.kind == Arg::Kind::Tensor ? a.tensor.dtype()
+        : a.number.kind == Number::Kind::Bool    ? E::Bool
+        : a.number.kind == Number::Kind::Complex ? E::C128
+                                                 : E::F64;
+  TPU_CHECK(t != E::Bool && !hlo::is_complex(t), ErrorKind::Runtime,
+            "Unsupported input type encountered for isin(): ", scalar_type_name(t));
+}
+
+// isin for each overload: a[0] elements, a[1] test elements (either may be a
+// Number), a[3] invert. Every element is compared with every test element.
 Values lower_isin(Context& ctx, const Args& a) {
   Builder& b = ctx.b;
-  Value x = a[0].as_tensor(), y = a[1].as_tensor();
+  check_isin_operand(a[0]);
+  check_isin_operand(a[1]);
   bool invert = a[3].as_bool();
   E t = result_type(ctx, {&a[0], &a[1]});
-  check_dtype(!hlo::is_complex(t), "isin", t);
-  int64_t m = 1;
-  for (int64_t d : y.shape()) m *= d;
-  Value yv = b.reshape(cast(b, y, t), {m});
+  Value x = operand(ctx, a[0], t), y = operand(ctx, a[1], t);
+  int64_t m = y.type.numel();
+  Value yv = b.reshape(y, {m});
   Shape s = x.shape();
   s.push_back(m);
   Ints xd;
   for (int64_t i = 0; i < x.rank(); ++i) xd.push_back(i);
-  Value xe = b.broadcast_in_dim(cast(b, x, t), s, xd);
+  Value xe = b.broadcast_in_dim(x, s, xd);
   Value ye = b.broadcast_in_dim(yv, s, {int64_t(s.size()) - 1});
   Value any = b.reduce_or(b.compare(xe, ye, Compare::EQ), {int64_t(s.size()) - 1});
   return {invert ? b.not_(any) : any};
@@ -270,6 +283,8 @@ Values lower_tri_indices(Context& ctx, const Args& a) {
 }  // namespace
 
 TPU_LOWERING("aten::bucketize.Tensor", lower_bucketize);
+TPU_LOWERING("aten::isin.Scalar_Tensor", lower_isin);
+TPU_LOWERING("aten::isin.Tensor_Scalar", lower_isin);
 TPU_LOWERING("aten::isin.Tensor_Tensor", lower_isin);
 TPU_LOWERING("aten::linalg_cholesky_ex", lower_cholesky_ex);
 TPU_LOWERING("aten::linalg_cross", lower_linalg_cross);

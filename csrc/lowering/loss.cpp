@@ -130,6 +130,13 @@ std::vector<Value> nll_forward(Context& ctx, const Args& a, NllForm form) {
   Value self = a[0].as_tensor(), target = a[1].as_tensor();
   auto weight = a[2].opt_tensor();
   Reduction r = reduction_of(a[3]);
+  // A 1-D input takes a one-element 1-D target as its 0-d class (the
+  // backward refuses it, as on the CPU).
+  if (form == NllForm::Flat && self.rank() == 1 && target.rank() == 1) {
+    TPU_CHECK(target.shape()[0] == 1, ErrorKind::Value,
+              "For 1D input, 1D target must have size 1, but got target size: ", target.shape()[0]);
+    target = b.reshape(target, {});
+  }
   check_nll(self, target, weight, form);
   E acc = acc_type(self.dtype());
   Picked p = pick(b, self, target, weight, a[4].as_int(), acc);
@@ -169,6 +176,102 @@ Value nll_backward(Context& ctx, const Args& a, NllForm form) {
   Value per = b.select(p.valid, b.neg(b.mul(p.weight, scale)), b.zeros(acc, target.shape()));
   Value spread = b.broadcast_in_dim(per, self.shape(), p.target_dims);
   return cast(b, b.select(p.mask, spread, b.zeros(acc, self.shape())), self.dtype());
+}
+
+// ---- multi_margin_loss: input (N, C), (C) or (), target (N) or ()
+//
+// loss[n] = sum over classes i != y of max(0, margin - x[y] + x[i])^p,
+// times weight[y], divided by C. p is 1 or 2 and decides the program, so the
+// Scalars are static. A target outside [0, C) picks no class: the CPU raises
+// "target out of range", which the device cannot.
+
+struct Margin {
+  Value x;       // (N, C) in the accumulation type
+  Value mask;    // (N, C): the target class
+  Value z;       // (N, C): margin - x[y] + x[i]
+  Value scale;   // (N): weight[y] / C
+  int64_t n, c;
+  int p;
+  E acc;
+};
+
+Margin margin_terms(Builder& b, const Args& a, int first) {
+  Value self = a[first].as_tensor(), target = a[first + 1].as_tensor();
+  double p = a[first + 2].number.as_double(), margin = a[first + 3].number.as_double();
+  auto weight = a[first + 4].opt_tensor();
+  int64_t rank = self.rank();
+  TPU_CHECK((rank == 2 && self.shape()[1] != 0) || (rank == 1 && self.shape()[0] != 0) || rank == 0,
+            ErrorKind::Runtime,
+            "Expected non-empty vector or matrix with optional 0-dim batch size, but got: ",
+            hlo::shape_str(self.shape()));
+  Margin m;
+  m.n = rank <= 1 ? 1 : self.shape()[0];
+  m.c = rank == 0 ? 1 : self.shape()[rank - 1];
+  TPU_CHECK(target.rank() <= 1 && target.type.numel() == m.n, ErrorKind::Runtime,
+            "multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+            "samples (batch size). Expected target size [", m.n, "], but got ",
+            hlo::shape_str(target.shape()), ". Input has shape ", hlo::shape_str(self.shape()), ".");
+  if (weight)
+    TPU_CHECK(weight->rank() <= 1 && weight->type.numel() == m.c, ErrorKind::Runtime,
+              "inconsistent weight size, expected ", m.c, " but got ", hlo::shape_str(weight->shape()));
+  TPU_CHECK(p == 1 || p == 2, ErrorKind::Runtime, "only p == 1 and p == 2 supported");
+  check_dtype(hlo::is_float(self.dtype()), "multi_margin_loss_cpu_kernel", self.dtype());
+  TPU_CHECK(target.dtype() == E::I64, ErrorKind::Runtime, "expected scalar type Long but found ",
+            scalar_type_name(target.dtype()));
+  if (weight)
+    TPU_CHECK(weight->dtype() == self.dtype(), ErrorKind::Runtime, "expected scalar type ",
+              scalar_type_name(self.dtype()), " but found ", scalar_type_name(weight->dtype()));
+  m.p = int(p);
+  m.acc = acc_type(self.dtype());
+  Shape nc = {m.n, m.c};
+  m.x = b.reshape(cast(b, self, m.acc), nc);
+  Value y = b.reshape(target, {m.n});
+  m.mask = b.compare(b.iota(hlo::TensorType{E::I64, nc}, 1), b.broadcast_in_dim(y, nc, {0}), Compare::EQ);
+  Value zeros = b.zeros(m.acc, nc);
+  Value xy = b.reduce_sum(b.select(m.mask, m.x, zeros), {1});
+  m.z = b.add(b.sub(b.full(margin, m.acc, nc), b.broadcast_in_dim(xy, nc, {0})), m.x);
+  m.scale = b.full(1.0 / double(m.c), m.acc, {m.n});
+  if (weight) {
+    Value w = b.broadcast_in_dim(b.reshape(cast(b, *weight, m.acc), {m.c}), nc, {1});
+    m.scale = b.mul(b.reduce_sum(b.select(m.mask, w, zeros), {1}), m.scale);
+  }
+  return m;
+}
+
+// multi_margin_loss(self, target, p, margin, weight, reduction)
+std::vector<Value> lower_multi_margin_loss(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Margin m = margin_terms(b, a, 0);
+  Reduction r = reduction_of(a[5]);
+  Value zeros = b.zeros(m.acc, m.z.shape());
+  Value on = b.and_(b.not_(m.mask), b.compare(m.z, zeros, Compare::GT));
+  Value h = b.select(on, m.p == 1 ? m.z : b.mul(m.z, m.z), zeros);
+  Value loss = b.mul(b.reduce_sum(h, {1}), m.scale);  // (N)
+  E t = a[0].as_tensor().dtype();
+  if (r == None) return {cast(b, a[1].as_tensor().rank() == 0 ? b.reshape(loss, {}) : loss, t)};
+  return {cast(b, reduce_loss(b, loss, r), t)};
+}
+
+// multi_margin_loss_backward(grad_output, self, target, p, margin, weight, reduction)
+std::vector<Value> lower_multi_margin_loss_backward(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Margin m = margin_terms(b, a, 1);
+  Reduction r = reduction_of(a[6]);
+  Value g = a[0].as_tensor();
+  Shape nc = m.z.shape();
+  Value zeros = b.zeros(m.acc, nc);
+  Value on = b.and_(b.not_(m.mask), b.compare(m.z, zeros, Compare::GT));
+  // d(loss[n])/d(x[i]) for i != y; the target class gets minus their sum.
+  Value d = m.p == 1 ? b.full(1, m.acc, nc) : b.mul(b.full(2, m.acc, nc), m.z);
+  d = b.mul(b.select(on, d, zeros), b.broadcast_in_dim(m.scale, nc, {0}));
+  Value dy = b.neg(b.reduce_sum(d, {1}));
+  d = b.select(m.mask, b.broadcast_in_dim(dy, nc, {0}), d);
+  Value gn = r == None && g.rank() > 0 ? b.reshape(cast(b, g, m.acc), {m.n})
+                                       : grad_scale(b, g, r, {m.n}, m.acc);
+  if (r == None && g.rank() == 0) gn = broadcast_to(b, cast(b, g, m.acc), {m.n});
+  Value gi = b.mul(d, b.broadcast_in_dim(gn, nc, {0}));
+  const Value& self = a[1].as_tensor();
+  return {cast(b, b.reshape(gi, self.shape()), self.dtype())};
 }
 
 // ---- pointwise losses of d = input - target
@@ -343,6 +446,8 @@ TPU_LOWERING("aten::huber_loss", lower_huber_loss);
 TPU_LOWERING("aten::huber_loss_backward", lower_huber_loss_backward);
 TPU_LOWERING("aten::mse_loss", lower_mse_loss);
 TPU_LOWERING("aten::mse_loss_backward", lower_mse_loss_backward);
+TPU_LOWERING("aten::multi_margin_loss", lower_multi_margin_loss, kStaticNumbers);
+TPU_LOWERING("aten::multi_margin_loss_backward", lower_multi_margin_loss_backward, kStaticNumbers);
 TPU_LOWERING("aten::nll_loss2d_backward", lower_nll_loss2d_backward);
 TPU_LOWERING("aten::nll_loss2d_forward", lower_nll_loss2d_forward);
 TPU_LOWERING("aten::nll_loss_backward", lower_nll_loss_backward);

@@ -78,7 +78,11 @@ Pool pool_geometry(const Value& x, size_t n, const Args& a, bool has_dilation, c
   bool ceil = a[has_dilation ? 5 : 4].as_bool();
   for (size_t i = 0; i < n; ++i) {
     TPU_CHECK(p.stride[i] != 0, ErrorKind::Runtime, "stride should not be zero");
+    TPU_CHECK(p.stride[i] > 0, ErrorKind::Runtime, "stride should be greater than zero, but got ",
+              sizes_str(p.stride, " "));
     TPU_CHECK(p.kernel[i] > 0, ErrorKind::Runtime, "kernel size should be greater than zero");
+    TPU_CHECK(p.dilation[i] > 0, ErrorKind::Runtime, "dilation should be greater than zero, but got ",
+              sizes_str(p.dilation, " "));
     TPU_CHECK(p.pad[i] >= 0 && p.pad[i] <= (p.dilation[i] * (p.kernel[i] - 1) + 1) / 2,
               ErrorKind::Runtime, "pad should be at most half of effective kernel size, but got pad=",
               p.pad[i], ", kernel_size=", p.kernel[i], " and dilation=", p.dilation[i]);

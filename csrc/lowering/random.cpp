@@ -83,20 +83,43 @@ E acc_type(E t) { return t == E::F64 ? E::F64 : E::F32; }
 
 const Value& self_of(const Args& args) { return args.at(0).as_tensor(); }
 
+// Complex tensors are filled as the CPU fills view_as_real(self): the real
+// and imaginary parts are drawn as a trailing pair of reals of the part type.
+E part_type(E t) { return t == E::C128 ? E::F64 : t == E::C64 ? E::F32 : t; }
+Shape draw_shape(const Value& self) {
+  Shape s = self.shape();
+  if (hlo::is_complex(self.dtype())) s.push_back(2);
+  return s;
+}
+// A draw of draw_shape(self) (in the accumulation type) as a value of type t.
+Value from_parts(Builder& b, Value r, E t) {
+  if (!hlo::is_complex(t)) return cast(b, r, t);
+  r = cast(b, r, part_type(t));
+  Shape s = r.shape();
+  Shape lo(s.size(), 0), hi = s, st(s.size(), 1);
+  Shape out(s.begin(), s.end() - 1);
+  hi.back() = 1;
+  Value re = b.reshape(b.slice(r, lo, hi, st), out);
+  lo.back() = 1;
+  hi.back() = 2;
+  Value im = b.reshape(b.slice(r, lo, hi, st), out);
+  return b.complex(re, im);
+}
+
 // uniform(self, from, to, *, generator): values in [from, to), computed as
 // from + u (to - from) in the accumulation type like PyTorch's CPU kernel.
 Values lower_uniform(Context& ctx, const Args& args) {
   Builder& b = ctx.b;
   Value self = self_of(args);
-  E t = self.dtype();
-  check_dtype(hlo::is_float(t), "check_uniform_bounds", t);
+  E t = self.dtype(), p = part_type(t);
+  check_dtype(hlo::is_float(p), "check_uniform_bounds", t);
   double from = args.at(1).as_float(), to = args.at(2).as_float();
   TPU_CHECK(from <= to, ErrorKind::Runtime, "uniform_ expects to return a [from, to) range, but found from=",
             from, " > to=", to);
   Bits bits(ctx, args.at(3));
-  Value u = bits.uniform(acc_type(t), digits(t), self.shape());
+  Value u = bits.uniform(acc_type(p), digits(p), draw_shape(self));
   Value r = b.add(b.mul(u, splat(b, to - from, u)), splat(b, from, u));
-  return {cast(b, r, t)};
+  return {from_parts(b, r, t)};
 }
 
 // Standard normal values by Box-Muller (the cosine half).
@@ -113,13 +136,15 @@ Value standard_normal(Bits& bits, Builder& b, E acc, const Shape& shape) {
 Values lower_normal(Context& ctx, const Args& args) {
   Builder& b = ctx.b;
   Value self = self_of(args);
-  E t = self.dtype();
-  check_dtype(hlo::is_float(t), "normal_kernel_cpu", t);
+  E t = self.dtype(), p = part_type(t);
+  check_dtype(hlo::is_float(p), "normal_kernel_cpu", t);
   double mean = args.at(1).as_float(), std = args.at(2).as_float();
   TPU_CHECK(std >= 0.0, ErrorKind::Runtime, "normal expects std >= 0.0, but found std ", std);
+  // Each part of a complex value gets half the variance (and the whole mean).
+  if (hlo::is_complex(t)) std /= std::sqrt(2.0);
   Bits bits(ctx, args.at(3));
-  Value z = standard_normal(bits, b, acc_type(t), self.shape());
-  return {cast(b, b.add(b.mul(z, splat(b, std, z)), splat(b, mean, z)), t)};
+  Value z = standard_normal(bits, b, acc_type(p), draw_shape(self));
+  return {from_parts(b, b.add(b.mul(z, splat(b, std, z)), splat(b, mean, z)), t)};
 }
 
 // ---- distributions by inverse transform of a uniform draw

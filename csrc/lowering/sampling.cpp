@@ -1,4 +1,4 @@
-// Sampling and rearranging ops: grid_sampler_2d (bilinear/nearest; zeros,
+// Sampling and rearranging ops: grid_sampler_2d (bilinear/nearest/bicubic; zeros,
 // border, reflection padding) and its backward, im2col/col2im, pixel
 // (un)shuffle, channel_shuffle, bicubic upsampling and its backward, glu and
 // prelu with their backwards. Half types compute in float and round once.
@@ -225,13 +225,19 @@ Values lower_col2im(Context& ctx, const Args& a) {
 enum Interp { kBilinear = 0, kNearest = 1, kBicubic = 2 };
 enum Padding { kZeros = 0, kBorder = 1, kReflection = 2 };
 
-// Source coordinate of grid values `coord` along a dimension of `size`, and
-// d(coordinate)/d(grid value), as PyTorch's *_set_grad helpers.
-std::pair<Value, Value> source_index(Builder& b, Value coord, int64_t size, int padding, bool align) {
+// The pixel coordinate of grid values `coord` along a dimension of `size`,
+// and d(coordinate)/d(grid value), as PyTorch's grid_sampler_unnormalize.
+std::pair<Value, Value> unnormalize(Builder& b, Value coord, int64_t size, bool align) {
   double scale = align ? double(size - 1) / 2 : double(size) / 2;
   Value x = align ? b.mul(b.div(b.add(coord, splat(b, 1, coord)), splat(b, 2, coord)), splat(b, double(size - 1), coord))
                   : b.div(b.sub(b.mul(b.add(coord, splat(b, 1, coord)), splat(b, double(size), coord)), splat(b, 1, coord)), splat(b, 2, coord));
-  Value grad = splat(b, scale, coord);
+  return {x, splat(b, scale, coord)};
+}
+
+// A pixel coordinate brought inside by the padding mode (border clips,
+// reflection reflects then clips), and `grad` times its derivative, as
+// PyTorch's compute_coordinates and its *_set_grad twins.
+std::pair<Value, Value> pad_coordinate(Builder& b, Value x, Value grad, int64_t size, int padding, bool align) {
   auto clip = [&](Value in, Value g) {
     Value mx = splat(b, double(size - 1), in);
     Value inside = b.and_(b.compare(in, splat(b, 0, in), Compare::GT), b.compare(in, mx, Compare::LT));
@@ -280,8 +286,13 @@ Sampler make_sampler(Builder& b, const Shape& in_shape, Value grid, int interp, 
   Value y = b.reshape(b.slice(grid, {0, 0, 0, 1}, {s.n, s.ho, s.wo, 2}, {1, 1, 1, 1}), g3);
   // Coordinates in the grid's type, as the CPU kernel computes them.
   E f = opmath(x.dtype());
-  std::tie(s.gx, s.mx) = source_index(b, x, s.w, padding, align);
-  std::tie(s.gy, s.my) = source_index(b, y, s.h, padding, align);
+  std::tie(s.gx, s.mx) = unnormalize(b, x, s.w, align);
+  std::tie(s.gy, s.my) = unnormalize(b, y, s.h, align);
+  // Bicubic pads each of its 16 taps instead of the sampled point.
+  if (interp != kBicubic) {
+    std::tie(s.gx, s.mx) = pad_coordinate(b, s.gx, s.mx, s.w, padding, align);
+    std::tie(s.gy, s.my) = pad_coordinate(b, s.gy, s.my, s.h, padding, align);
+  }
   s.gx = cast(b, s.gx, f), s.mx = cast(b, s.mx, f), s.gy = cast(b, s.gy, f), s.my = cast(b, s.my, f);
   Value batch = b.convert(b.iota({E::I64, g3}, 0), E::I64);
   auto corner = [&](Value cx, Value cy, Value wgt, Value dx, Value dy) {
@@ -293,6 +304,43 @@ Sampler make_sampler(Builder& b, const Shape& in_shape, Value grid, int interp, 
     Value vf = b.convert(valid, f);
     s.corners.push_back({b.reshape(idx, {s.n * s.ho * s.wo, 1}), b.mul(wgt, vf), vf, dx, dy});
   };
+  if (interp == kBicubic) {
+    // Taps x0 - 1 .. x0 + 2 around x0 = floor(x), weighted by the cubic
+    // convolution (A = -0.75) of t = x - x0; d(weight)/dt for the grid's
+    // gradient. A padded tap's coordinate is truncated, as the CPU does.
+    Value x0 = b.floor(s.gx), y0 = b.floor(s.gy);
+    auto taps = [&](Value t, Value w[4], Value dw[4]) {
+      const double A = -0.75;
+      Value one = splat(b, 1, t), two = splat(b, 2, t);
+      auto c1 = [&](Value v) {  // ((A + 2) v - (A + 3)) v^2 + 1
+        return b.add(b.mul(b.sub(b.mul(splat(b, A + 2, v), v), splat(b, A + 3, v)), b.mul(v, v)), one);
+      };
+      auto c2 = [&](Value v) {  // ((A v - 5A) v + 8A) v - 4A
+        return b.sub(b.mul(b.add(b.mul(b.sub(b.mul(splat(b, A, v), v), splat(b, 5 * A, v)), v), splat(b, 8 * A, v)), v), splat(b, 4 * A, v));
+      };
+      auto d1 = [&](Value v) {  // 3 (A + 2) v^2 - 2 (A + 3) v
+        return b.mul(b.sub(b.mul(splat(b, 3 * (A + 2), v), v), splat(b, 2 * (A + 3), v)), v);
+      };
+      auto d2 = [&](Value v) {  // 3 A v^2 - 10 A v + 8 A
+        return b.add(b.mul(b.sub(b.mul(splat(b, 3 * A, v), v), splat(b, 10 * A, v)), v), splat(b, 8 * A, v));
+      };
+      Value u = b.sub(one, t);
+      w[0] = c2(b.add(t, one)), w[1] = c1(t), w[2] = c1(u), w[3] = c2(b.add(u, one));
+      dw[0] = d2(b.add(t, one)), dw[1] = d1(t), dw[2] = b.neg(d1(u)), dw[3] = b.neg(d2(b.sub(two, t)));
+    };
+    Value wx[4], dwx[4], wy[4], dwy[4];
+    taps(b.sub(s.gx, x0), wx, dwx);
+    taps(b.sub(s.gy, y0), wy, dwy);
+    Value unit = splat(b, 1, x0);
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) {
+        Value px = b.add(x0, splat(b, double(j - 1), x0)), py = b.add(y0, splat(b, double(i - 1), y0));
+        px = pad_coordinate(b, px, unit, s.w, padding, align).first;
+        py = pad_coordinate(b, py, unit, s.h, padding, align).first;
+        corner(b.floor(px), b.floor(py), b.mul(wx[j], wy[i]), b.mul(dwx[j], wy[i]), b.mul(wx[j], dwy[i]));
+      }
+    return s;
+  }
   if (interp == kNearest) {
     Value cx = b.round_nearest_even(s.gx), cy = b.round_nearest_even(s.gy);
     Value one = splat(b, 1, cx), zero = splat(b, 0, cx);
@@ -334,7 +382,8 @@ void check_grid(const Value& input, const Value& grid, int64_t interp) {
   TPU_CHECK(input.rank() == 4 && grid.rank() == 4, ErrorKind::Runtime, "grid_sampler(): expected 4D input and grid with same number of dimensions, but got input with sizes ", input.rank(), "D and grid with sizes ", grid.rank(), "D");
   TPU_CHECK(input.shape()[0] == grid.shape()[0], ErrorKind::Runtime, "grid_sampler(): expected grid and input to have same batch size, but got input with sizes ", input.shape()[0], " and grid with sizes ", grid.shape()[0]);
   TPU_CHECK(grid.shape()[3] == 2, ErrorKind::Runtime, "grid_sampler(): expected grid to have size 2 in last dimension, but got grid with sizes ", grid.shape()[3]);
-  TPU_CHECK(interp != kBicubic, ErrorKind::NotImplemented, "grid_sampler_2d: bicubic interpolation is not lowered for tpu yet");
+  for (int64_t d = 2; d < 4; ++d)
+    TPU_CHECK(input.shape()[d] > 0, ErrorKind::Runtime, "grid_sampler(): expected input to have non-empty spatial dimensions, but input has sizes ", hlo::shape_str(input.shape()), " with dimension ", d, " being empty");
   check_dtype(hlo::is_float(input.dtype()), "grid_sampler_2d_cpu", input.dtype());
 }
 
@@ -379,7 +428,7 @@ Values lower_grid_sampler_2d_backward(Context& ctx, const Args& a) {
   for (const Corner& c : s.corners) {
     Value wv = b.broadcast_in_dim(b.reshape(c.weight, {k}), {k, s.c}, {0});
     gin = b.add(gin, scatter_rows(b, b.mul(g, wv), c.index, rows));
-    if (interp == kBilinear) {
+    if (interp != kNearest) {
       Value vg = b.reduce_sum(b.mul(gather_rows(b, flat, c.index), g), {1});  // (k)
       vg = b.mul(vg, b.reshape(c.valid, {k}));
       gx = b.add(gx, b.mul(vg, b.reshape(c.dx, {k})));
@@ -441,6 +490,9 @@ Values lower_bicubic(Context& ctx, const Args& a) {
   bool align = a[2].as_bool();
   TPU_CHECK(x.rank() == 4, ErrorKind::Runtime, "Expected 4D input tensor for upsample_bicubic2d, but got ", x.rank(), "D");
   TPU_CHECK(out.size() == 2, ErrorKind::Runtime, "It is expected output_size equals to 2, but got size ", out.size());
+  TPU_CHECK(x.shape()[2] > 0 && x.shape()[3] > 0 && out[0] > 0 && out[1] > 0, ErrorKind::Runtime,
+            "Input and output sizes should be greater than 0, but got input (H: ", x.shape()[2], ", W: ",
+            x.shape()[3], ") output (H: ", out[0], ", W: ", out[1], ")");
   check_dtype(hlo::is_float(x.dtype()), "upsample_bicubic2d_out_frame", x.dtype());
   E t = x.dtype(), acc = opmath(t);
   x = cast(b, x, acc);

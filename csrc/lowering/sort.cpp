@@ -133,6 +133,7 @@ Values lower_kthvalue(Context& ctx, const Args& a) {
   bool keepdim = a[3].as_bool();
   Value v = l.view(b, x);
   int64_t n = v.shape()[l.dim];
+  TPU_CHECK(n > 0, ErrorKind::Index, "kthvalue(): Expected reduction dim ", l.dim, " to have non-zero size.");
   TPU_CHECK(k >= 1 && k <= n, ErrorKind::Runtime, "kthvalue(): selected number k out of range for dimension ",
             l.dim);
   Sorted s = sort_along(b, v, l.dim, false);

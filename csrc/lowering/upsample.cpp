@@ -1,11 +1,13 @@
-// Upsampling (nearest, nearest-exact, linear/bilinear/trilinear) and the
-// gradients. Every mode is separable and its source rows and weights depend
-// only on sizes and scales, so they are computed here, with PyTorch's
-// arithmetic (float for float inputs, double for double), and applied one
-// dimension at a time as gathers; the gradients are the matching
-// scatter-adds. The .vec overloads are deliberately not registered: they are
-// CompositeImplicitAutograd, and a backend kernel for them would replace
-// their autograd decomposition (and with it the gradient) in eager mode.
+// Upsampling (nearest, nearest-exact, linear/bilinear/trilinear, antialiased
+// bilinear and bicubic) and the gradients. Every mode is separable and its
+// source rows and weights depend only on sizes and scales, so they are
+// computed here, with PyTorch's arithmetic (float for float inputs, double
+// for double), and applied one dimension at a time as gathers; the gradients
+// are the matching scatter-adds. The .vec overloads are deliberately not
+// registered: they are CompositeImplicitAutograd, and a backend kernel for
+// them would replace their autograd decomposition (and with it the gradient)
+// in eager mode.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -179,12 +181,140 @@ std::vector<Value> lower_backward(Context& ctx, const Args& a) {
   return {resize_grad(ctx.b, g, r)};
 }
 
+// ---- antialiased bilinear and bicubic (_upsample_*2d_aa)
+//
+// PIL's resampling, as PyTorch's aa kernels compute it: output row o is the
+// normalized average of the input rows within `support` of its centre
+// scale * (o + 0.5), weighted by the triangle (bilinear) or the Keys cubic
+// with a = -0.5 (bicubic), stretched by the scale when downsampling. The
+// forward resizes the last dimension first and leaves a dimension of
+// unchanged size alone; the backward scatters through every dimension.
+
+enum class Filter { Triangle, Cubic };
+
+template <typename T>
+T filter_at(Filter f, T x) {
+  x = std::abs(x);
+  if (f == Filter::Triangle) return x < T(1) ? T(1) - x : T(0);
+  const T a = T(-0.5);
+  if (x < T(1)) return ((a + T(2)) * x - (a + T(3))) * x * x + T(1);
+  if (x < T(2)) return ((a * x - T(5) * a) * x + T(8) * a) * x - T(4) * a;
+  return T(0);
+}
+
+// Tap k of output row o reads row idx[k][o] with weight w[k][o] (0 past the
+// row's window, whose index is clamped into range).
+struct AaTaps {
+  std::vector<Ints> idx;
+  std::vector<std::vector<double>> w;
+};
+
+template <typename T>
+AaTaps aa_taps(Filter f, int64_t in, int64_t out, const std::optional<double>& scale, bool align) {
+  T s = scale_of<T>(in, out, scale, align, true);
+  T half = T(f == Filter::Triangle ? 1 : 2);
+  T support = s >= T(1) ? half * s : half;
+  int64_t max_taps = int64_t(std::ceil(support)) * 2 + 1;
+  T invscale = s >= T(1) ? T(1) / s : T(1);
+  AaTaps taps{std::vector<Ints>(max_taps, Ints(out, 0)),
+              std::vector<std::vector<double>>(max_taps, std::vector<double>(out, 0.0))};
+  for (int64_t o = 0; o < out; ++o) {
+    T center = s * (T(o) + T(0.5));
+    int64_t lo = std::max(int64_t(center - support + T(0.5)), int64_t(0));
+    int64_t size = std::min(int64_t(center + support + T(0.5)), in) - lo;
+    size = std::clamp(size, int64_t(0), max_taps);
+    std::vector<T> w(size);
+    T total = T(0);
+    for (int64_t j = 0; j < size; ++j) {
+      w[j] = filter_at<T>(f, (T(j + lo) - center + T(0.5)) * invscale);
+      total += w[j];
+    }
+    for (int64_t j = 0; j < max_taps; ++j) {
+      taps.idx[j][o] = std::min(lo + j, in - 1);
+      if (j < size) taps.w[j][o] = double(total != T(0) ? w[j] / total : w[j]);
+    }
+  }
+  return taps;
+}
+
+AaTaps aa_taps_of(Filter f, E acc, int64_t in, int64_t out, const std::optional<double>& scale, bool align) {
+  return acc == E::F64 ? aa_taps<double>(f, in, out, scale, align) : aa_taps<float>(f, in, out, scale, align);
+}
+
+const char* aa_name(Filter f) {
+  return f == Filter::Triangle ? "_upsample_bilinear2d_aa" : "_upsample_bicubic2d_aa";
+}
+
+// (self, output_size, align_corners, scales_h, scales_w)
+template <Filter f>
+std::vector<Value> lower_aa(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value x = a[0].as_tensor();
+  const Ints& out = a[1].as_ints();
+  bool align = a[2].as_bool();
+  TPU_CHECK(x.rank() == 4, ErrorKind::Runtime, "Expected 4D input tensor for ", aa_name(f), ", but got ", x.rank(), "D");
+  TPU_CHECK(out.size() == 2, ErrorKind::Runtime, "It is expected output_size equals to 2, but got size ", out.size());
+  TPU_CHECK(x.shape()[2] > 0 && x.shape()[3] > 0 && out[0] > 0 && out[1] > 0, ErrorKind::Runtime,
+            "Input and output sizes should be greater than 0, but got input (H: ", x.shape()[2], ", W: ",
+            x.shape()[3], ") output (H: ", out[0], ", W: ", out[1], ")");
+  // The CPU's uint8 path rounds through fixed-point weights; only floats here.
+  check_dtype(hlo::is_float(x.dtype()), aa_name(f), x.dtype());
+  E t = x.dtype(), acc = acc_type(t);
+  x = cast(b, x, acc);
+  std::optional<double> scales[2] = {opt_float(a[3]), opt_float(a[4])};
+  for (int d = 1; d >= 0; --d) {
+    int64_t dim = 2 + d;
+    if (x.shape()[dim] == out[d]) continue;
+    AaTaps tp = aa_taps_of(f, acc, x.shape()[dim], out[d], scales[d], align);
+    Value sum;
+    for (size_t k = 0; k < tp.idx.size(); ++k) {
+      Value v = take(b, x, dim, tp.idx[k]);
+      Value term = b.mul(weights_along(b, tp.w[k], v.shape(), dim, acc), v);
+      sum = k == 0 ? term : b.add(sum, term);
+    }
+    x = sum;
+  }
+  return {cast(b, x, t)};
+}
+
+// (grad_output, output_size, input_size, align_corners, scales_h, scales_w)
+template <Filter f>
+std::vector<Value> lower_aa_backward(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value g = a[0].as_tensor();
+  const Ints &out = a[1].as_ints(), &in = a[2].as_ints();
+  bool align = a[3].as_bool();
+  TPU_CHECK(out.size() == 2 && in.size() == 4, ErrorKind::Runtime, aa_name(f),
+            "_backward expects an output_size of 2 and an input_size of 4 elements");
+  TPU_CHECK(g.rank() == 4 && g.shape()[0] == in[0] && g.shape()[1] == in[1] && g.shape()[2] == out[0] &&
+                g.shape()[3] == out[1],
+            ErrorKind::Runtime, "Expected grad_output to have the output size of ", aa_name(f));
+  E t = g.dtype(), acc = acc_type(t);
+  g = cast(b, g, acc);
+  std::optional<double> scales[2] = {opt_float(a[4]), opt_float(a[5])};
+  for (int d = 0; d < 2; ++d) {
+    int64_t dim = 2 + d;
+    AaTaps tp = aa_taps_of(f, acc, in[dim], out[d], scales[d], align);
+    Value sum;
+    for (size_t k = 0; k < tp.idx.size(); ++k) {
+      Value v = take_grad(b, b.mul(weights_along(b, tp.w[k], g.shape(), dim, acc), g), dim, tp.idx[k], in[dim]);
+      sum = k == 0 ? v : b.add(sum, v);
+    }
+    g = sum;
+  }
+  return {cast(b, g, t)};
+}
+
 constexpr Kind kExact = Kind::NearestExact;
 constexpr Kind kLinear = Kind::Linear;
 constexpr Kind kNearest = Kind::Nearest;
 
 }  // namespace
 
+TPU_LOWERING("aten::_upsample_bicubic2d_aa", lower_aa<Filter::Cubic>);
+TPU_LOWERING("aten::_upsample_bicubic2d_aa_backward", lower_aa_backward<Filter::Cubic>);
+TPU_LOWERING("aten::_upsample_bilinear2d_aa", lower_aa<Filter::Triangle>);
+TPU_LOWERING("aten::_upsample_bilinear2d_aa_backward", lower_aa_backward<Filter::Triangle>);
 TPU_LOWERING("aten::_upsample_nearest_exact1d", lower_default<kExact, 1>);
 TPU_LOWERING("aten::_upsample_nearest_exact1d_backward", lower_backward<kExact, 1>);
 TPU_LOWERING("aten::_upsample_nearest_exact2d", lower_default<kExact, 2>);

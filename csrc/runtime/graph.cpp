@@ -94,6 +94,13 @@ std::vector<Value> build_node(hlo::Builder& b, const Node& node, int index, cons
   std::vector<Value> out = node.lowering->fn(ctx, args);
   std::vector<Value> results;
   for (size_t j = 0; j < out.size(); ++j) {
+    // A result whose byte size overflows int64 (torch.arange(2**62), a huge
+    // repeat) would abort the plugin's compiler: refuse it here, as the CPU
+    // refuses to allocate it.
+    int64_t bytes = hlo::byte_size(out[j].dtype());
+    for (int64_t d : out[j].shape())
+      TPU_CHECK(!__builtin_mul_overflow(bytes, d, &bytes), ErrorKind::Runtime,
+                "Storage size calculation overflowed with sizes=", hlo::shape_str(out[j].shape()));
     if (outputs) outputs->push_back(out[j].type);
     if (j >= node.dests.size() || !node.dests[j]) {
       results.push_back(out[j]);

@@ -1,0 +1,268 @@
+"""Ops real models call beyond Core ATen, against the CPU in every eager mode:
+isin (every overload, invert, out=), complex and polar, multi_margin_loss,
+grid_sampler_2d (bicubic too) and antialiased bilinear interpolation.
+
+Each op first runs PyTorch's own OpInfo samples through the OpInfo harness
+(tests/opinfo/harness.py: forward, then the input gradients with a random
+cotangent, compared with the CPU by the one tolerance table), then the edge
+cases the samples miss, each compared with the CPU result."""
+import os
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "opinfo"))
+
+import harness  # noqa: E402
+
+NAN, INF = float("nan"), float("inf")
+
+# (OpInfo key, dtypes, samples per dtype): the samples are PyTorch's.
+# nn.functional.grid_sample's samples are grid_sampler_2d's plus 3-d ones
+# (grid_sampler_3d, not lowered), so grid_sampler_2d stands for it.
+OPINFO = [
+    ("_upsample_bilinear2d_aa", ("float32", "float64"), 8),
+    ("complex", ("float32", "float64"), 8),
+    ("grid_sampler_2d", ("float32", "float64"), 12),
+    ("isin", ("float32", "int64", "int32", "uint8", "float64"), 8),
+    ("nn.functional.multi_margin_loss", ("float32", "float64"), 12),
+    ("polar", ("float32", "float64"), 8),
+]
+
+
+def _opinfo_params():
+    return [pytest.param(k, d, n, id=f"{k}-{d}") for k, ds, n in OPINFO for d in ds]
+
+
+@pytest.mark.parametrize("key,dtype_name,n", _opinfo_params())
+def test_opinfo_samples_match_cpu(key, dtype_name, n):
+    op = harness.op_by_key().get(key)
+    assert op is not None, f"no OpInfo named {key} in this torch"
+    dtype = getattr(torch, dtype_name)
+    assert dtype in op.supported_dtypes("cpu"), f"{key} does not support {dtype_name} on the CPU"
+    r = harness.run_opinfo(op, dtype, max_samples=n)
+    details = "; ".join(f"{f['dir']} {f['kind']} {f['sample']}: {f['reason']}" for f in r["failures"])
+    assert r["fwd"] == "pass", f"{key} {dtype_name} fwd {r['fwd']}: {details}"
+    assert r["bwd"] in ("pass", "n/a"), f"{key} {dtype_name} bwd {r['bwd']}: {details}"
+    assert r["fwd_pass"] > 0
+
+
+def _same(got, want, **kw):
+    assert got.device.type == "tpu"
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True, **kw)
+
+
+# ---- isin
+
+ISIN = [
+    ("tensor_tensor", lambda d: (torch.tensor([1, 2, 3, 4, 2]).to(d), torch.tensor([2, 4]).to(d))),
+    ("tensor_scalar", lambda d: (torch.tensor([[1, 2], [3, 2]]).to(d), 2)),
+    ("scalar_tensor", lambda d: (3, torch.tensor([1, 3, 5]).to(d))),
+    ("scalar_tensor_absent", lambda d: (4, torch.tensor([1, 3, 5]).to(d))),
+    ("int_elements_float_scalar", lambda d: (torch.tensor([1, 2, 3]).to(d), 2.5)),
+    ("int_elements_float_tests", lambda d: (torch.tensor([1, 2, 3]).to(d), torch.tensor([2.5, 3.0]).to(d))),
+    ("nan_never_matches", lambda d: (torch.tensor([NAN, 1.0, INF]).to(d), torch.tensor([NAN, INF]).to(d))),
+    ("nan_scalar", lambda d: (torch.tensor([NAN, 1.0]).to(d), NAN)),
+    ("empty_tests", lambda d: (torch.tensor([1.0, 2.0]).to(d), torch.tensor([]).to(d))),
+    ("empty_elements", lambda d: (torch.tensor([]).to(d), torch.tensor([1.0]).to(d))),
+]
+
+
+@pytest.mark.parametrize("invert", [False, True])
+@pytest.mark.parametrize("name,make", ISIN, ids=[c[0] for c in ISIN])
+def test_isin_matches_cpu(name, make, invert):
+    want = torch.isin(*make("cpu"), invert=invert)
+    _same(torch.isin(*make("tpu"), invert=invert), want)
+
+
+@pytest.mark.parametrize("name,make", ISIN[:3], ids=[c[0] for c in ISIN[:3]])
+def test_isin_out_variants(name, make):
+    want = torch.isin(*make("cpu"), invert=True)
+    out = torch.empty(0, dtype=torch.bool, device="tpu")
+    torch.isin(*make("tpu"), invert=True, out=out)
+    _same(out, want)
+
+
+@pytest.mark.parametrize("args", [
+    lambda d: (torch.tensor([True]).to(d), torch.tensor([True]).to(d)),
+    lambda d: (torch.tensor([1, 2]).to(d), True),
+    lambda d: (1j, torch.tensor([1, 2]).to(d)),
+    lambda d: (torch.tensor([1j]).to(d), torch.tensor([1j]).to(d)),
+], ids=["bool", "bool_scalar", "complex_scalar", "complex"])
+def test_isin_refuses_what_the_cpu_refuses(args):
+    with pytest.raises(RuntimeError, match="Unsupported input type encountered for isin") as cpu:
+        torch.isin(*args("cpu"))
+    with pytest.raises(RuntimeError, match="Unsupported input type encountered for isin") as tpu:
+        torch.isin(*args("tpu"))
+    assert str(tpu.value).split("\n")[0] == str(cpu.value).split("\n")[0]
+
+
+def test_isin_out_of_another_dtype_raises_as_on_cpu():
+    for d in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="Expected out tensor to have dtype bool, but got float"):
+            torch.isin(torch.tensor([1, 2]).to(d), 2, out=torch.empty(2, device=d))
+
+
+# ---- complex, polar
+
+def test_polar_special_values_match_cpu():
+    r = torch.tensor([-1.0, 0.0, INF, NAN, 2.0, 0.0, 3.0])
+    theta = torch.tensor([0.5, INF, 0.0, 1.0, NAN, 0.0, -1e30])
+    _same(torch.polar(r.to("tpu"), theta.to("tpu")), torch.polar(r, theta))
+
+
+def test_polar_broadcasts_and_out_variant():
+    r, theta = torch.rand(3, 1), torch.randn(1, 4, dtype=torch.float32)
+    _same(torch.polar(r.to("tpu"), theta.to("tpu")), torch.polar(r, theta))
+    out = torch.empty(0, dtype=torch.complex64, device="tpu")
+    torch.polar(r.to("tpu"), theta.to("tpu"), out=out)
+    _same(out, torch.polar(r, theta))
+
+
+def test_polar_rotary_embedding_as_deepseek_builds_it():
+    # freqs_cis = polar(ones, outer(t, inv_freq)), applied to query pairs as complex numbers.
+    dim, seq = 16, 12
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+    q = torch.randn(2, seq, 4, dim)
+
+    def rotate(q, inv_freq):
+        t = torch.arange(seq, device=q.device, dtype=torch.float32)
+        freqs = torch.outer(t, inv_freq)
+        cis = torch.polar(torch.ones_like(freqs), freqs)
+        qc = torch.view_as_complex(q.reshape(*q.shape[:-1], -1, 2))
+        return torch.view_as_real(qc * cis[None, :, None, :]).flatten(3)
+
+    want = rotate(q, inv_freq)
+    got = rotate(q.to("tpu"), inv_freq.to("tpu"))
+    _same(got, want)
+
+
+@pytest.mark.parametrize("fn", [torch.polar, torch.complex], ids=["polar", "complex"])
+@pytest.mark.parametrize("a,b,err", [
+    (torch.rand(3), torch.rand(3).double(), "Expected object of scalar type Float but got scalar type Double"),
+    (torch.arange(3), torch.arange(3), "Expected both inputs to be Half, Float or Double tensors but got Long"),
+    (torch.rand(3).bfloat16(), torch.rand(3).bfloat16(), "but got BFloat16 and BFloat16"),
+], ids=["mixed", "long", "bfloat16"])
+def test_polar_and_complex_argument_errors_as_on_cpu(fn, a, b, err):
+    with pytest.raises(RuntimeError, match=err):
+        fn(a, b)
+    with pytest.raises(RuntimeError, match=err):
+        fn(a.to("tpu"), b.to("tpu"))
+
+
+@pytest.mark.parametrize("fn", [torch.polar, torch.complex], ids=["polar", "complex"])
+def test_polar_and_complex_out_of_another_dtype_raise_as_on_cpu(fn):
+    for d in ("cpu", "tpu"):
+        out = torch.empty(3, dtype=torch.complex128, device=d)
+        with pytest.raises(RuntimeError, match="Expected object of scalar type ComplexFloat but got "
+                                               "scalar type ComplexDouble for argument 'out'"):
+            fn(torch.rand(3).to(d), torch.rand(3).to(d), out=out)
+
+
+# ---- multi_margin_loss
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("p,margin,weighted", [(1, 1.0, False), (2, 1.0, False), (1, 0.3, True),
+                                               (2, 2.5, True)])
+@pytest.mark.parametrize("shape", [(5, 4), (4,), ()], ids=["batched", "unbatched", "scalar"])
+def test_multi_margin_loss_and_grad_match_cpu(shape, p, margin, weighted, reduction):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    c = shape[-1] if shape else 1
+    n = shape[0] if len(shape) == 2 else None
+    target = torch.randint(0, c, (n,) if n else (), generator=g)
+    weight = torch.rand(c, generator=g, dtype=torch.float64) if weighted else None
+
+    def run(d):
+        xd = x.to(d).requires_grad_()
+        loss = F.multi_margin_loss(xd, target.to(d), p=p, margin=margin,
+                                   weight=None if weight is None else weight.to(d), reduction=reduction)
+        cot = torch.linspace(0.5, 2.0, loss.numel(), dtype=torch.float64).reshape(loss.shape)
+        (gx,) = torch.autograd.grad(loss, xd, cot.to(d))
+        return loss, gx
+
+    want, want_g = run("cpu")
+    got, got_g = run("tpu")
+    _same(got.detach(), want.detach())
+    _same(got_g, want_g)
+
+
+def test_multi_margin_loss_ties_on_the_margin_give_no_loss():
+    # z == 0 exactly is not > 0: no loss and no gradient, as on the CPU.
+    x = torch.tensor([[1.0, 0.0, 2.0]], requires_grad=True)
+    t = torch.tensor([2])
+    for d in ("cpu", "tpu"):
+        xd = x.detach().to(d).requires_grad_()
+        F.multi_margin_loss(xd, t.to(d)).backward()
+        if d == "cpu":
+            want = xd.grad
+        else:
+            _same(xd.grad, want)
+
+
+@pytest.mark.parametrize("make,err", [
+    (lambda d: (torch.randn(3, 4).to(d), torch.tensor([1, 2]).to(d)), "Expected target size \\[3\\]"),
+    (lambda d: (torch.randn(3, 4).to(d), torch.tensor([1, 2, 3], dtype=torch.int32).to(d)),
+     "expected scalar type Long but found Int"),
+    (lambda d: (torch.randn(3, 0).to(d), torch.tensor([1, 2, 3]).to(d)), "Expected non-empty vector or matrix"),
+    (lambda d: (torch.randn(2, 3, 4).to(d), torch.tensor([1, 2]).to(d)), "Expected non-empty vector or matrix"),
+], ids=["target_size", "target_dtype", "empty_classes", "rank3"])
+def test_multi_margin_loss_argument_errors_as_on_cpu(make, err):
+    for d in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match=err):
+            F.multi_margin_loss(*make(d))
+
+
+def test_multi_margin_loss_weight_errors_as_on_cpu():
+    for d in ("cpu", "tpu"):
+        x, t = torch.randn(3, 4).to(d), torch.tensor([1, 2, 3]).to(d)
+        with pytest.raises(RuntimeError, match="inconsistent weight size, expected 4 but got \\[3\\]"):
+            F.multi_margin_loss(x, t, weight=torch.ones(3).to(d))
+        with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+            F.multi_margin_loss(x, t, weight=torch.ones(4, dtype=torch.float64).to(d))
+        with pytest.raises(NotImplementedError, match="multi_margin_loss_cpu_kernel"):
+            F.multi_margin_loss(x.long(), t)
+
+
+# ---- antialiased interpolation
+
+AA = [
+    ("down_3x", (2, 3, 12, 15), dict(size=(4, 5))),
+    ("down_uneven", (1, 2, 10, 20), dict(size=(3, 7))),
+    ("down_8x_wide_support", (1, 1, 32, 40), dict(size=(4, 5))),
+    ("up", (1, 2, 4, 5), dict(size=(9, 11))),
+    ("mixed_up_down", (1, 2, 8, 5), dict(size=(3, 12))),
+    ("one_pixel", (1, 1, 7, 6), dict(size=(1, 1))),
+    ("height_unchanged", (1, 2, 6, 9), dict(size=(6, 4))),
+    ("scale_factor", (1, 2, 10, 20), dict(scale_factor=(0.37, 0.6))),
+    ("scale_factor_recomputed", (1, 2, 10, 20), dict(scale_factor=0.45, recompute_scale_factor=True)),
+]
+
+
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("name,shape,kw", AA, ids=[c[0] for c in AA])
+def test_antialiased_interpolate_and_grad_match_cpu(name, shape, kw, mode, align):
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(shape, generator=g)
+
+    def run(d):
+        xd = x.to(d).requires_grad_()
+        y = F.interpolate(xd, mode=mode, antialias=True, align_corners=align, **kw)
+        cot = torch.randn(y.shape, generator=torch.Generator().manual_seed(8))
+        (gx,) = torch.autograd.grad(y, xd, cot.to(d))
+        return y.detach(), gx
+
+    want, want_g = run("cpu")
+    got, got_g = run("tpu")
+    _same(got, want)
+    _same(got_g, want_g)
+
+
+def test_antialiased_interpolate_refuses_integers_clearly():
+    x = torch.zeros(1, 1, 4, 4, dtype=torch.int32, device="tpu")
+    with pytest.raises(NotImplementedError, match="_upsample_bilinear2d_aa"):
+        F.interpolate(x, size=(2, 2), mode="bilinear", antialias=True)
