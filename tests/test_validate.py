@@ -48,6 +48,20 @@ def test_small_architectures_match_the_cpu_and_the_report_reads_back(tmp_path):
 
 
 USER_MODELS = {
+    # First, so that its wait overlaps the other runs.
+    "hangs_on_tpu.py": """
+        import time, torch
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.ones(4))
+            def forward(self, x):
+                if x.device.type == "tpu":
+                    time.sleep(3600)
+                return self.w * x
+        def validate_model():
+            return M(), {"x": torch.randn(4)}
+    """,
     "raises_on_cpu.py": """
         import torch
         class M(torch.nn.Module):
@@ -72,19 +86,6 @@ USER_MODELS = {
         def validate_model():
             return M(), {"x": torch.randn(4)}
     """,
-    "hangs_on_tpu.py": """
-        import time, torch
-        class M(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.w = torch.nn.Parameter(torch.ones(4))
-            def forward(self, x):
-                if x.device.type == "tpu":
-                    time.sleep(3600)
-                return self.w * x
-        def validate_model():
-            return M(), {"x": torch.randn(4)}
-    """,
     # linalg_eig has no lowering (the error names it); the CPU differentiates it.
     "unlowered_op.py": """
         import torch
@@ -93,29 +94,34 @@ USER_MODELS = {
                 super().__init__()
                 self.w = torch.nn.Parameter(torch.eye(3) + 0.1 * torch.arange(9.).reshape(3, 3))
             def forward(self, x):
-                return torch.linalg.eigvals(self.w @ x).abs()
+                return torch.linalg.eig(self.w @ x)[0].abs()
         def validate_model():
             return M(), {"x": torch.eye(3)}
     """,
 }
 
 
-def test_failures_are_rows_with_their_status(tmp_path):
-    paths = []
+def test_user_models_and_failures_are_rows_with_their_status(tmp_path):
+    import transformers
+    # A saved model folder (config and weights) runs as saved, without shrinking.
+    config = transformers.GPT2Config(n_embd=32, n_layer=1, n_head=4, vocab_size=100, n_positions=32)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path / "saved_gpt2")
+    paths = [str(tmp_path / "saved_gpt2")]
     for name, text in USER_MODELS.items():
         (tmp_path / name).write_text(textwrap.dedent(text))
         paths.append(str(tmp_path / name))
     out = tmp_path / "report"
     proc = validate("--only", ",".join(paths + ["no_such_architecture"]), "--modes", "strict",
-                    "--jobs", "2", "--timeout", "60", "--report", str(out))
+                    "--jobs", "2", "--timeout", "45", "--report", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "unknown model 'no_such_architecture'" in proc.stderr
     _, by = rows(out)
     status = {os.path.basename(n): r["status"] for (n, _), r in by.items()}
-    assert status == {"raises_on_cpu.py": "cpu_error", "segfaults_on_tpu.py": "crash",
+    assert status == {"saved_gpt2": "match", "raises_on_cpu.py": "cpu_error", "segfaults_on_tpu.py": "crash",
                       "hangs_on_tpu.py": "timeout", "unlowered_op.py": "tpu_error",
                       "no_such_architecture": "unknown"}
     r = {os.path.basename(n): r for (n, _), r in by.items()}
+    assert r["saved_gpt2"]["cls"] == "GPT2LMHeadModel" and r["saved_gpt2"]["n_grads"] > 5
     assert "this model is broken everywhere" in r["raises_on_cpu.py"]["error"]
     assert "SIGSEGV" in r["segfaults_on_tpu.py"]["error"]
     assert r["unlowered_op.py"]["missing_ops"] == ["aten::linalg_eig"]
@@ -147,5 +153,5 @@ def test_differences_follow_the_tolerance_table():
 
 def test_missing_ops_are_read_from_the_backends_error():
     with pytest.raises(NotImplementedError) as info:
-        torch.linalg.eigvals(torch.eye(3).to("tpu"))
+        torch.linalg.eig(torch.eye(3).to("tpu"))
     assert compare.missing_ops(str(info.value)) == ["aten::linalg_eig"]

@@ -1,5 +1,6 @@
 """Which models to run, and how to build each one small, with its inputs."""
 import importlib.util
+import json
 import os
 
 import torch
@@ -70,8 +71,11 @@ def resolve(name):
         target = path if os.path.isfile(path) else os.path.join(path, "config.json")
         if not os.access(target, os.R_OK):
             raise PermissionError(f"cannot read {target}")
-        kind = "file" if os.path.isfile(path) else "folder"
-        return {"name": name, "kind": kind, "path": path, "cls": os.path.basename(path)}
+        if os.path.isfile(path):
+            return {"name": name, "kind": "file", "path": path, "cls": os.path.basename(path)}
+        with open(target) as f:
+            archs = json.load(f).get("architectures") or [None]
+        return {"name": name, "kind": "folder", "path": path, "cls": archs[0]}
     by_type = dict(architectures())
     if name in by_type:
         return {"name": name, "kind": "hf", "model_type": name, "cls": by_type[name]}
@@ -189,9 +193,11 @@ def build(spec):
         return model, inputs
     if spec["kind"] == "folder":
         config = transformers.AutoConfig.from_pretrained(spec["path"])
-        cls = getattr(transformers, _class_names(config.model_type))
+        if hasattr(config, "use_cache"):
+            config.use_cache = False
+        cls = getattr(transformers, spec["cls"] or _class_names(config.model_type))
         weights = any(f.endswith((".safetensors", ".bin")) for f in os.listdir(spec["path"]))
-        model = cls.from_pretrained(spec["path"]) if weights else cls(config)
+        model = cls.from_pretrained(spec["path"], config=config) if weights else cls(config)
         return model, make_inputs(model, config)
     ca, _ = _auto()
     config = shrink(ca.CONFIG_MAPPING[spec["model_type"]]())
