@@ -15,7 +15,7 @@ SHRINK = {
     "num_decoder_layers": 2,
     "num_attention_heads": 4, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
     "num_heads": 4, "num_key_value_heads": 2,
-    "head_dim": 8, "d_kv": 8,
+    "head_dim": 8, "d_kv": 8, "rotary_dim": 8,
     "vocab_size": 128, "max_position_embeddings": 64, "max_source_positions": 32,
     "max_target_positions": 64,
     "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
@@ -103,6 +103,13 @@ def _sub_configs(config):
             yield value
 
 
+def _set(config, field, value):
+    try:
+        setattr(config, field, value)
+    except AttributeError:
+        pass  # a property computed from the other fields (Falcon's head_dim)
+
+
 def shrink(config):
     """Shrink the usual size fields of config (and its sub-configs) in place,
     keeping it consistent: heads divide widths, kv heads divide heads, token
@@ -112,7 +119,7 @@ def shrink(config):
     for field, small in SHRINK.items():
         value = getattr(config, field, None)
         if isinstance(value, int) and not isinstance(value, bool) and value > small:
-            setattr(config, field, small)
+            _set(config, field, small)
     width = next((getattr(config, f) for f in ("hidden_size", "d_model", "embed_dim")
                   if isinstance(getattr(config, f, None), int)), None)
     for field in HEADS:
@@ -124,7 +131,7 @@ def shrink(config):
     if isinstance(heads, int) and isinstance(kv, int) and heads % kv:
         config.num_key_value_heads = heads
     if isinstance(getattr(config, "head_dim", None), int) and width and isinstance(heads, int):
-        config.head_dim = width // heads
+        _set(config, "head_dim", width // heads)
     vocab = getattr(config, "vocab_size", None)
     for field in TOKEN_IDS:
         tid = getattr(config, field, None)

@@ -5,6 +5,8 @@ import json
 import os
 
 STATUSES = ("match", "mismatch", "tpu_error", "timeout", "crash", "cpu_error", "unknown")
+# One colour per status, the same in every chart.
+COLORS = ("tab:green", "tab:orange", "tab:red", "tab:purple", "black", "tab:gray", "tab:olive")
 
 
 def _fmt(x):
@@ -66,14 +68,14 @@ def _chart(results, modes, path):
     counts = totals(results, modes)
     fig, ax = plt.subplots(figsize=(7, 1.2 + 0.6 * len(modes)))
     left = [0] * len(modes)
-    for status in STATUSES:
+    for status, color in zip(STATUSES, COLORS):
         widths = [counts[m][status] for m in modes]
         if any(widths):
-            ax.barh(modes, widths, left=left, label=status)
+            ax.barh(modes, widths, left=left, label=status, color=color)
             left = [a + b for a, b in zip(left, widths)]
     ax.set_xlabel("models")
     ax.set_title("torch_tpu.validate: status per mode")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=len(STATUSES), fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.5), ncol=len(STATUSES), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
