@@ -1,0 +1,90 @@
+"""Differences between a tpu run and the CPU's, judged by the tolerance table."""
+import re
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import torch_tpu
+
+
+class OpRecorder(TorchDispatchMode):
+    """Collects the ATen operator names a run calls: a model's tolerance is the
+    loosest entry of the table among the ops it runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(func._schema.name)
+        return func(*args, **(kwargs or {}))
+
+
+def tolerance(dtype, ops):
+    rtol, atol = torch_tpu.tolerance(dtype)
+    for op in ops:
+        r, a = torch_tpu.tolerance(dtype, op)
+        rtol, atol = max(rtol, r), max(atol, a)
+    return rtol, atol
+
+
+def float_tensors(value, prefix="out"):
+    """[(name, tensor)] of the floating-point tensors in a model output."""
+    if isinstance(value, torch.Tensor):
+        return [(prefix, value)] if value.is_floating_point() else []
+    if hasattr(value, "keys") and hasattr(value, "__getitem__"):
+        items = [(k, value[k]) for k in value.keys()]
+    elif isinstance(value, (tuple, list)):
+        items = list(enumerate(value))
+    else:
+        return []
+    found = []
+    for k, v in items:
+        found += float_tensors(v, f"{prefix}.{k}")
+    return found
+
+
+def differences(actual, expected, ops):
+    """Max abs and rel error over pairs of tensors, and whether every pair is
+    within the table's (rtol, atol) as assert_close judges it; NaN where the
+    CPU has NaN is equal."""
+    max_abs = max_rel = 0.0
+    ok = True
+    worst = None
+    for name, e in expected.items():
+        a = actual.get(name)
+        if a is None or a.shape != e.shape:
+            return {"max_abs": None, "max_rel": None, "ok": False,
+                    "worst": f"{name}: missing or shape {None if a is None else tuple(a.shape)} "
+                             f"!= {tuple(e.shape)}"}
+        rtol, atol = tolerance(e.dtype, ops)
+        a, e = a.detach().double(), e.detach().double()
+        both_nan = torch.isnan(a) & torch.isnan(e)
+        err = torch.where(both_nan, torch.zeros_like(a), (a - e).abs())
+        err = torch.nan_to_num(err, nan=float("inf"))
+        if err.numel() == 0:
+            continue
+        # Relative to |expected| but never to less than atol: near-zero values
+        # (a gradient that cancels) would otherwise give meaningless ratios.
+        rel = err / torch.nan_to_num(e.abs(), nan=0.0).clamp_min(atol)
+        this_abs, this_rel = err.max().item(), rel.max().item()
+        if this_abs > max_abs:
+            max_abs, worst = this_abs, name
+        max_rel = max(max_rel, this_rel)
+        ok = ok and bool((err <= atol + rtol * torch.nan_to_num(e.abs(), nan=0.0)).all())
+    return {"max_abs": max_abs, "max_rel": max_rel, "ok": ok, "worst": worst}
+
+
+_MISSING = (re.compile(r"operator '([\w:.]+)' is not implemented"),
+            re.compile(r"without a tpu lowering or decomposition: ([^\n]+?)\. Set"))
+
+
+def missing_ops(message):
+    """Names of the ops without a lowering, as the backend's errors name them."""
+    names = []
+    for pattern in _MISSING:
+        for match in pattern.findall(message):
+            for name in match.split(","):
+                if name.strip() and name.strip() not in names:
+                    names.append(name.strip())
+    return names

@@ -1,0 +1,213 @@
+"""Which models to run, and how to build each one small, with its inputs."""
+import importlib.util
+import json
+import os
+
+import torch
+
+# Each field is shrunk to at most this value where a config has it as an int.
+# Widths keep 32 = 4 heads of 8 so every head count below divides them.
+SHRINK = {
+    "hidden_size": 32, "d_model": 32, "embed_dim": 32, "projection_dim": 32,
+    "intermediate_size": 64, "ffn_dim": 64, "d_ff": 64, "encoder_ffn_dim": 64,
+    "decoder_ffn_dim": 64, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32,
+    "num_hidden_layers": 2, "num_layers": 2, "encoder_layers": 2, "decoder_layers": 2,
+    "num_decoder_layers": 2,
+    "num_attention_heads": 4, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+    "num_heads": 4, "num_key_value_heads": 2,
+    "head_dim": 8, "d_kv": 8, "rotary_dim": 8,
+    "vocab_size": 128, "max_position_embeddings": 64, "max_source_positions": 32,
+    "max_target_positions": 64,
+    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "image_size": 32, "patch_size": 8,
+}
+HEADS = ("num_attention_heads", "encoder_attention_heads", "decoder_attention_heads", "num_heads")
+TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
+             "sep_token_id", "cls_token_id", "mask_token_id")
+BATCH, SEQ = 2, 16
+
+
+class UnknownModel(Exception):
+    pass
+
+
+def _auto():
+    from transformers.models.auto import configuration_auto, modeling_auto
+    return configuration_auto, modeling_auto
+
+
+def _class_names(model_type):
+    """The class to run for a model type: a masked-LM or causal-LM head when
+    there is one (its loss is what training differentiates), else the base model."""
+    _, ma = _auto()
+    for mapping in (ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES, ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                    ma.MODEL_MAPPING_NAMES):
+        name = mapping.get(model_type)
+        if isinstance(name, (tuple, list)):
+            name = name[0]
+        if name:
+            return name
+    return None
+
+
+def architectures():
+    """[(model_type, class name)] for every model type with a model class."""
+    ca, _ = _auto()
+    rows = []
+    for model_type in sorted(ca.CONFIG_MAPPING_NAMES):
+        cls = _class_names(model_type)
+        if cls:
+            rows.append((model_type, cls))
+    return rows
+
+
+def resolve(name):
+    """A spec dict for one --only entry: a model type, an architecture class
+    name, a Python file, or a folder with a config.json. Raises UnknownModel."""
+    if name.endswith(".py") or os.sep in name or os.path.exists(name):
+        path = os.path.abspath(name)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no such file or folder: {name}")
+        target = path if os.path.isfile(path) else os.path.join(path, "config.json")
+        if not os.access(target, os.R_OK):
+            raise PermissionError(f"cannot read {target}")
+        if os.path.isfile(path):
+            return {"name": name, "kind": "file", "path": path, "cls": os.path.basename(path)}
+        with open(target) as f:
+            archs = json.load(f).get("architectures") or [None]
+        return {"name": name, "kind": "folder", "path": path, "cls": archs[0]}
+    by_type = dict(architectures())
+    if name in by_type:
+        return {"name": name, "kind": "hf", "model_type": name, "cls": by_type[name]}
+    _, ma = _auto()
+    for attr in dir(ma):
+        mapping = getattr(ma, attr)
+        if attr.endswith("_MAPPING_NAMES") and isinstance(mapping, dict):
+            for model_type, cls in mapping.items():
+                if name in ((cls,) if isinstance(cls, str) else tuple(cls)):
+                    return {"name": name, "kind": "hf", "model_type": model_type, "cls": name}
+    raise UnknownModel(f"unknown model {name!r}: neither a model type of transformers "
+                       f"{_transformers_version()}, an architecture class, nor a file or folder")
+
+
+def _transformers_version():
+    import transformers
+    return transformers.__version__
+
+
+def _sub_configs(config):
+    from transformers import PreTrainedConfig
+    for key in list(vars(config)):
+        value = getattr(config, key, None)
+        if isinstance(value, PreTrainedConfig):
+            yield value
+
+
+def _set(config, field, value):
+    try:
+        setattr(config, field, value)
+    except AttributeError:
+        pass  # a property computed from the other fields (Falcon's head_dim)
+
+
+def shrink(config):
+    """Shrink the usual size fields of config (and its sub-configs) in place,
+    keeping it consistent: heads divide widths, kv heads divide heads, token
+    ids fit the vocabulary, per-layer lists match the layer count."""
+    for sub in _sub_configs(config):
+        shrink(sub)
+    for field, small in SHRINK.items():
+        value = getattr(config, field, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > small:
+            _set(config, field, small)
+    width = next((getattr(config, f) for f in ("hidden_size", "d_model", "embed_dim")
+                  if isinstance(getattr(config, f, None), int)), None)
+    for field in HEADS:
+        heads = getattr(config, field, None)
+        if isinstance(heads, int) and width and width % heads:
+            setattr(config, field, max(h for h in range(1, heads + 1) if width % h == 0))
+    heads = getattr(config, "num_attention_heads", None)
+    kv = getattr(config, "num_key_value_heads", None)
+    if isinstance(heads, int) and isinstance(kv, int) and heads % kv:
+        config.num_key_value_heads = heads
+    if isinstance(getattr(config, "head_dim", None), int) and width and isinstance(heads, int):
+        _set(config, "head_dim", width // heads)
+    vocab = getattr(config, "vocab_size", None)
+    for field in TOKEN_IDS:
+        tid = getattr(config, field, None)
+        if isinstance(vocab, int) and isinstance(tid, int) and tid >= vocab:
+            setattr(config, field, vocab - 1)
+    layers = getattr(config, "num_hidden_layers", None)
+    types = getattr(config, "layer_types", None)
+    if isinstance(layers, int) and isinstance(types, list) and len(types) > layers:
+        config.layer_types = types[:layers]
+    if hasattr(config, "use_cache"):
+        config.use_cache = False
+    return config
+
+
+def _text(config):
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
+def _vision(config):
+    return getattr(config, "vision_config", None) or config
+
+
+def make_inputs(model, config):
+    """Inputs for model's main input (seeded by the caller), plus labels when
+    the head computes a loss, and decoder ids for encoder-decoders."""
+    main = getattr(model, "main_input_name", "input_ids")
+    text = _text(config)
+    vocab = getattr(text, "vocab_size", None) or 128
+    if main == "input_ids":
+        inputs = {"input_ids": torch.randint(0, vocab, (BATCH, SEQ))}
+    elif main == "pixel_values":
+        vision = _vision(config)
+        size = getattr(vision, "image_size", 32)
+        size = size[0] if isinstance(size, (list, tuple)) else size
+        inputs = {"pixel_values": torch.randn(BATCH, getattr(vision, "num_channels", 3), size, size)}
+    elif main == "input_features":
+        bins = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", 80)
+        frames = 2 * getattr(config, "max_source_positions", 32)
+        inputs = {"input_features": torch.randn(BATCH, bins, frames)}
+    elif main == "input_values":
+        inputs = {"input_values": torch.randn(BATCH, 4000)}
+    else:
+        raise ValueError(f"no input recipe for main input {main!r}")
+    if getattr(config, "is_encoder_decoder", False) and main == "input_ids":
+        inputs["decoder_input_ids"] = torch.randint(0, vocab, (BATCH, SEQ))
+    name = type(model).__name__
+    if main == "input_ids" and ("ForCausalLM" in name or "ForMaskedLM" in name or "LMHead" in name):
+        inputs["labels"] = inputs["input_ids"].clone()
+    return inputs
+
+
+def _load_file(path):
+    spec = importlib.util.spec_from_file_location("torch_tpu_validate_user_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not hasattr(module, "validate_model"):
+        raise AttributeError(f"{path} defines no validate_model() returning (module, inputs dict)")
+    return module.validate_model()
+
+
+def build(spec):
+    """(model, inputs) on the CPU for a spec from resolve(); seeded by the caller."""
+    import transformers
+    if spec["kind"] == "file":
+        model, inputs = _load_file(spec["path"])
+        return model, inputs
+    if spec["kind"] == "folder":
+        config = transformers.AutoConfig.from_pretrained(spec["path"])
+        if hasattr(config, "use_cache"):
+            config.use_cache = False
+        cls = getattr(transformers, spec["cls"] or _class_names(config.model_type))
+        weights = any(f.endswith((".safetensors", ".bin")) for f in os.listdir(spec["path"]))
+        model = cls.from_pretrained(spec["path"], config=config) if weights else cls(config)
+        return model, make_inputs(model, config)
+    ca, _ = _auto()
+    config = shrink(ca.CONFIG_MAPPING[spec["model_type"]]())
+    cls = getattr(transformers, spec["cls"])
+    model = cls(config)
+    return model, make_inputs(model, config)

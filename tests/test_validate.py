@@ -1,0 +1,157 @@
+"""python -m torch_tpu.validate: the command line against the CPU, through its reports."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import torch_tpu
+from torch_tpu.validate import compare
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+
+
+def validate(*args, timeout=600):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "torch_tpu.validate", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def rows(folder):
+    with open(os.path.join(folder, "report.json")) as f:
+        report = json.load(f)
+    return report, {(r["name"], r["mode"]): r for r in report["results"]}
+
+
+def test_small_architectures_match_the_cpu_and_the_report_reads_back(tmp_path):
+    out = tmp_path / "report"
+    proc = validate("--only", "gpt2,bert,llama", "--modes", "strict", "--jobs", "2",
+                    "--timeout", "300", "--report", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report, by = rows(out)
+    assert report["totals"] == {"strict": {"match": 3}}
+    rtol, atol = torch_tpu.tolerance(torch.float32, "aten::mm")
+    for name, cls in (("gpt2", "GPT2LMHeadModel"), ("bert", "BertForMaskedLM"), ("llama", "LlamaForCausalLM")):
+        r = by[(name, "strict")]
+        assert r["status"] == "match" and r["cls"] == cls, r
+        # The heads compute a loss, so gradients exist for every parameter that reaches it.
+        assert r["n_grads"] > 10 and r["n_outputs"] >= 2
+        assert 0 <= r["out_max_abs"] <= atol and 0 <= r["grad_max_abs"] <= atol
+        assert r["tolerance"][0] >= rtol and r["tolerance"][1] >= atol
+    md = (out / "report.md").read_text()
+    assert "| strict | 3 | 0 |" in md and "| llama | LlamaForCausalLM | strict | match |" in md
+    assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "100%" in proc.stderr  # the progress bar ran to the end
+
+
+USER_MODELS = {
+    # First, so that its wait overlaps the other runs.
+    "hangs_on_tpu.py": """
+        import time, torch
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.ones(4))
+            def forward(self, x):
+                if x.device.type == "tpu":
+                    time.sleep(3600)
+                return self.w * x
+        def validate_model():
+            return M(), {"x": torch.randn(4)}
+    """,
+    "raises_on_cpu.py": """
+        import torch
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.ones(4))
+            def forward(self, x):
+                raise ValueError("this model is broken everywhere")
+        def validate_model():
+            return M(), {"x": torch.randn(4)}
+    """,
+    "segfaults_on_tpu.py": """
+        import os, signal, torch
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.ones(4))
+            def forward(self, x):
+                if x.device.type == "tpu":
+                    os.kill(os.getpid(), signal.SIGSEGV)
+                return self.w * x
+        def validate_model():
+            return M(), {"x": torch.randn(4)}
+    """,
+    # linalg_eig has no lowering (the error names it); the CPU differentiates it.
+    "unlowered_op.py": """
+        import torch
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.eye(3) + 0.1 * torch.arange(9.).reshape(3, 3))
+            def forward(self, x):
+                return torch.linalg.eig(self.w @ x)[0].abs()
+        def validate_model():
+            return M(), {"x": torch.eye(3)}
+    """,
+}
+
+
+def test_user_models_and_failures_are_rows_with_their_status(tmp_path):
+    import transformers
+    # A saved model folder (config and weights) runs as saved, without shrinking.
+    config = transformers.GPT2Config(n_embd=32, n_layer=1, n_head=4, vocab_size=100, n_positions=32)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path / "saved_gpt2")
+    paths = [str(tmp_path / "saved_gpt2")]
+    for name, text in USER_MODELS.items():
+        (tmp_path / name).write_text(textwrap.dedent(text))
+        paths.append(str(tmp_path / name))
+    out = tmp_path / "report"
+    proc = validate("--only", ",".join(paths + ["no_such_architecture"]), "--modes", "strict",
+                    "--jobs", "2", "--timeout", "45", "--report", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "unknown model 'no_such_architecture'" in proc.stderr
+    _, by = rows(out)
+    status = {os.path.basename(n): r["status"] for (n, _), r in by.items()}
+    assert status == {"saved_gpt2": "match", "raises_on_cpu.py": "cpu_error", "segfaults_on_tpu.py": "crash",
+                      "hangs_on_tpu.py": "timeout", "unlowered_op.py": "tpu_error",
+                      "no_such_architecture": "unknown"}
+    r = {os.path.basename(n): r for (n, _), r in by.items()}
+    assert r["saved_gpt2"]["cls"] == "GPT2LMHeadModel" and r["saved_gpt2"]["n_grads"] > 5
+    assert "this model is broken everywhere" in r["raises_on_cpu.py"]["error"]
+    assert "SIGSEGV" in r["segfaults_on_tpu.py"]["error"]
+    assert r["unlowered_op.py"]["missing_ops"] == ["aten::linalg_eig"]
+    assert "aten::linalg_eig" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--modes", "strict,fastest"), "unknown mode(s) fastest"),
+    (("--only", "/nonexistent/model.py"), "no such file or folder: /nonexistent/model.py"),
+])
+def test_bad_options_are_clear_errors(tmp_path, args, message):
+    proc = validate(*args, "--report", str(tmp_path), timeout=120)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "report.json").exists()
+
+
+def test_differences_follow_the_tolerance_table():
+    expected = {"a": torch.tensor([1.0, -2.0, 0.0, float("nan")])}
+    rtol, atol = torch_tpu.tolerance(torch.float32, "aten::mm")
+    near = {"a": expected["a"] + torch.tensor([rtol * 0.5, 0.0, atol * 0.5, 0.0])}
+    d = compare.differences(near, expected, {"aten::mm"})
+    assert d["ok"] and d["max_abs"] == pytest.approx(atol * 0.5, rel=1e-3)
+    # Past the mm entry but within the default: the ops run decide the tolerance.
+    assert not compare.differences(near, expected, set())["ok"]
+    far = {"a": expected["a"] + torch.tensor([0.0, 0.0, 3 * atol, 0.0])}
+    assert not compare.differences(far, expected, {"aten::mm"})["ok"]
+    assert not compare.differences({"a": torch.zeros(3)}, expected, set())["ok"]
+
+
+def test_missing_ops_are_read_from_the_backends_error():
+    with pytest.raises(NotImplementedError) as info:
+        torch.linalg.eig(torch.eye(3).to("tpu"))
+    assert compare.missing_ops(str(info.value)) == ["aten::linalg_eig"]
