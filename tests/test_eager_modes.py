@@ -229,6 +229,28 @@ def test_debug_compare_cpu_agrees_and_reports_a_difference():
     assert "<string>:7" in r.stderr and "max abs error 1" in r.stderr
 
 
+def test_debug_compare_cpu_runs_ops_that_have_no_cpu_kernel():
+    # SDPA reaches _scaled_dot_product_fused_attention_overrideable, which
+    # only backends define: it runs uncompared (said once), its neighbours
+    # are still compared, and the result is the CPU's.
+    r = run_python("""
+        import torch, torch_tpu
+        torch_tpu.set_eager_mode("debug")
+        q = torch.randn(1, 2, 4, 8)
+        ref = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+        t = q.to("tpu")
+        for _ in range(2):
+            out = torch.nn.functional.scaled_dot_product_attention(t, t, t).cpu()
+        print("max error", (out - ref).abs().max().item())
+        torch_tpu._C._offset_next_cpu_reference(1.0)
+        z = t * 3
+    """, TPU_LAUNCH_BLOCKING="1", TORCH_TPU_DEBUG_COMPARE_CPU="1")
+    assert "max error" in r.stdout, r.stderr
+    assert float(r.stdout.split("max error")[1]) < 1e-5
+    assert r.stderr.count("has no CPU kernel; its results are not compared") == 1, r.stderr
+    assert r.returncode != 0 and "aten::mul.Tensor" in r.stderr  # comparing still works after it
+
+
 def test_debug_compare_cpu_catches_out_of_range_indices():
     r = run_python("""
         import torch, torch_tpu

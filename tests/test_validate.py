@@ -155,3 +155,21 @@ def test_missing_ops_are_read_from_the_backends_error():
     with pytest.raises(NotImplementedError) as info:
         torch.linalg.eig(torch.eye(3).to("tpu"))
     assert compare.missing_ops(str(info.value)) == ["aten::linalg_eig"]
+
+
+def test_a_float64_reference_judges_what_the_table_cannot():
+    # A gradient of scale 1e6 whose small entry the CPU's float32 gets wrong
+    # by 0.05 (cancellation): tpu, off from the CPU by 0.09 there, is past the
+    # table's atol, yet as close to float64 as the CPU is -- a match. Off by
+    # more than twice the CPU's own error, or NaN where float64 has a number,
+    # it is not.
+    ref = {"g": torch.tensor([1e6, 1e-3], dtype=torch.float64)}
+    cpu = {"g": torch.tensor([1e6, 0.05])}
+    close = {"g": torch.tensor([1e6, -0.04])}
+    far = {"g": torch.tensor([1e6, 0.3])}
+    nan = {"g": torch.tensor([1e6, float("nan")])}
+    assert not compare.differences(close, cpu, {"aten::mm"})["ok"]
+    assert compare.no_worse_than_cpu(close, cpu, ref)
+    assert not compare.no_worse_than_cpu(far, cpu, ref)
+    assert not compare.no_worse_than_cpu(nan, cpu, ref)
+    assert not compare.no_worse_than_cpu({}, cpu, ref)  # a missing tensor is never a match

@@ -75,6 +75,31 @@ def differences(actual, expected, ops):
     return {"max_abs": max_abs, "max_rel": max_rel, "ok": ok, "worst": worst}
 
 
+def no_worse_than_cpu(actual, expected, reference, slack=2.0):
+    """Whether tpu's error against a float64 reference is within `slack` times
+    the CPU's own float32 error against it, tensor by tensor (plus the
+    smallest float32 step at the tensor's scale): a difference from the CPU
+    that is only the CPU's rounding is not a mismatch."""
+    for name, ref in reference.items():
+        a, e = actual.get(name), expected.get(name)
+        if a is None or e is None or a.shape != ref.shape:
+            return False
+        ref, a, e = ref.detach().double(), a.detach().double(), e.detach().double()
+        if ref.numel() == 0:
+            continue
+        known = ~torch.isnan(ref)  # where float64 has no value, neither can be judged
+        if bool((torch.isnan(a) & known).any()):
+            return False
+        zero = torch.zeros_like(ref)
+        cpu_err = torch.where(known, (e - ref).abs(), zero).nan_to_num(nan=0.0, posinf=0.0)
+        tpu_err = torch.where(known, (a - ref).abs(), zero).nan_to_num(posinf=float("inf"))
+        ref = torch.where(known, ref, zero)
+        floor = torch.finfo(torch.float32).eps * ref.abs().max().item()
+        if tpu_err.max().item() > slack * cpu_err.max().item() + floor:
+            return False
+    return True
+
+
 _MISSING = (re.compile(r"operator '([\w:.]+)' is not implemented"),
             re.compile(r"without a tpu lowering or decomposition: ([^\n]+?)\. Set"))
 

@@ -15,17 +15,29 @@ import torch_tpu
 from torch_tpu.validate import compare, models
 
 
+def _projection(t):
+    # Fixed random weights, the same on every device and in every run. A
+    # plain sum of an output that ends in a LayerNorm has gradients that are
+    # zero but for rounding, and comparing rounding noise says nothing.
+    g = torch.Generator().manual_seed(1234)
+    return torch.randn(t.shape, generator=g, dtype=torch.float64).to(t.device, t.dtype)
+
+
 def _forward_backward(model, inputs, runner=None):
     """Outputs and parameter gradients of model, called through runner (its
     torch.compile wrapper, whose parameter names differ); the backward takes
-    the loss when the model returns one, else the sum of its first floating output."""
+    the loss when the model returns one, else a fixed random projection of
+    its first floating output."""
     runner = model if runner is None else runner
     out = runner(**inputs) if isinstance(inputs, dict) else runner(*inputs)
     tensors = compare.float_tensors(out)
     if not tensors:
         raise RuntimeError("the model returned no floating-point tensor")
     loss = getattr(out, "loss", None) if not isinstance(out, torch.Tensor) else None
-    (loss if isinstance(loss, torch.Tensor) else tensors[0][1].sum()).backward()
+    if not isinstance(loss, torch.Tensor):
+        first = tensors[0][1]
+        loss = (first * _projection(first)).sum()
+    loss.backward()
     outputs = {name: t.detach().cpu() for name, t in tensors}
     grads = {name: p.grad.detach().cpu() for name, p in model.named_parameters()
              if p.grad is not None}
@@ -36,6 +48,22 @@ def _to(inputs, device):
     if isinstance(inputs, dict):
         return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
     return tuple(v.to(device) if isinstance(v, torch.Tensor) else v for v in inputs)
+
+
+def _float64_reference(model, inputs):
+    """Outputs and gradients of a float64 copy on the CPU; None when the model
+    does not run in float64."""
+    try:
+        model = model.double()
+        inputs = (({k: _double(v) for k, v in inputs.items()}) if isinstance(inputs, dict)
+                  else tuple(_double(v) for v in inputs))
+        return _forward_backward(model, inputs)
+    except Exception:
+        return None
+
+
+def _double(v):
+    return v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
 
 
 def _error(e):
@@ -51,6 +79,7 @@ def run(spec, mode):
         model, inputs = models.build(spec)
         model = model.float().eval()
         tpu_model = copy.deepcopy(model)
+        model_for_reference = copy.deepcopy(model)
         recorder = compare.OpRecorder()
         with recorder:
             cpu_out, cpu_grads = _forward_backward(model, inputs)
@@ -77,8 +106,17 @@ def run(spec, mode):
     result["seconds"] = time.perf_counter() - start
     out = compare.differences(tpu_out, cpu_out, recorder.ops)
     grad = compare.differences(tpu_grads, cpu_grads, recorder.ops)
+    ok = out["ok"] and grad["ok"]
+    if not ok:
+        # Beyond the table: the CPU's float32 is not the truth either. Ask a
+        # float64 run whether tpu is as close to it as the CPU is.
+        ref = _float64_reference(model_for_reference, inputs)
+        if ref is not None:
+            ok = (compare.no_worse_than_cpu(tpu_out, cpu_out, ref[0]) and
+                  compare.no_worse_than_cpu(tpu_grads, cpu_grads, ref[1]))
+            result["judged_by_float64"] = ok
     result.update(
-        status="match" if out["ok"] and grad["ok"] else "mismatch",
+        status="match" if ok else "mismatch",
         out_max_abs=out["max_abs"], out_max_rel=out["max_rel"], out_worst=out["worst"],
         grad_max_abs=grad["max_abs"], grad_max_rel=grad["max_rel"], grad_worst=grad["worst"],
         tolerance=list(compare.tolerance(torch.float32, recorder.ops)),
