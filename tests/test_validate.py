@@ -47,57 +47,36 @@ def test_small_architectures_match_the_cpu_and_the_report_reads_back(tmp_path):
     assert "100%" in proc.stderr  # the progress bar ran to the end
 
 
+def user_model(forward, imports="torch", weight="torch.ones(4)", x="torch.randn(4)"):
+    """The text of a --only file: a one-parameter module whose forward body is `forward`."""
+    body = textwrap.indent(textwrap.dedent(forward).strip(), " " * 8)
+    return (f"import {imports}\n"
+            "class M(torch.nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            f"        self.w = torch.nn.Parameter({weight})\n"
+            "    def forward(self, x):\n"
+            f"{body}\n"
+            "def validate_model():\n"
+            f"    return M(), {{\"x\": {x}}}\n")
+
+
 USER_MODELS = {
     # First, so that its wait overlaps the other runs.
-    "hangs_on_tpu.py": """
-        import time, torch
-        class M(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.w = torch.nn.Parameter(torch.ones(4))
-            def forward(self, x):
-                if x.device.type == "tpu":
-                    time.sleep(3600)
-                return self.w * x
-        def validate_model():
-            return M(), {"x": torch.randn(4)}
-    """,
-    "raises_on_cpu.py": """
-        import torch
-        class M(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.w = torch.nn.Parameter(torch.ones(4))
-            def forward(self, x):
-                raise ValueError("this model is broken everywhere")
-        def validate_model():
-            return M(), {"x": torch.randn(4)}
-    """,
-    "segfaults_on_tpu.py": """
-        import os, signal, torch
-        class M(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.w = torch.nn.Parameter(torch.ones(4))
-            def forward(self, x):
-                if x.device.type == "tpu":
-                    os.kill(os.getpid(), signal.SIGSEGV)
-                return self.w * x
-        def validate_model():
-            return M(), {"x": torch.randn(4)}
-    """,
+    "hangs_on_tpu.py": user_model("""
+        if x.device.type == "tpu":
+            time.sleep(3600)
+        return self.w * x""", imports="time, torch"),
+    "raises_on_cpu.py": user_model("""
+        raise ValueError("this model is broken everywhere")"""),
+    "segfaults_on_tpu.py": user_model("""
+        if x.device.type == "tpu":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return self.w * x""", imports="os, signal, torch"),
     # linalg_eig has no lowering (the error names it); the CPU differentiates it.
-    "unlowered_op.py": """
-        import torch
-        class M(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.w = torch.nn.Parameter(torch.eye(3) + 0.1 * torch.arange(9.).reshape(3, 3))
-            def forward(self, x):
-                return torch.linalg.eig(self.w @ x)[0].abs()
-        def validate_model():
-            return M(), {"x": torch.eye(3)}
-    """,
+    "unlowered_op.py": user_model("""
+        return torch.linalg.eig(self.w @ x)[0].abs()""",
+        weight="torch.eye(3) + 0.1 * torch.arange(9.).reshape(3, 3)", x="torch.eye(3)"),
 }
 
 
@@ -108,7 +87,7 @@ def test_user_models_and_failures_are_rows_with_their_status(tmp_path):
     transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path / "saved_gpt2")
     paths = [str(tmp_path / "saved_gpt2")]
     for name, text in USER_MODELS.items():
-        (tmp_path / name).write_text(textwrap.dedent(text))
+        (tmp_path / name).write_text(text)
         paths.append(str(tmp_path / name))
     out = tmp_path / "report"
     proc = validate("--only", ",".join(paths + ["no_such_architecture"]), "--modes", "strict",
