@@ -501,15 +501,13 @@ void push_lists(const c10::FunctionSchema& schema, const std::vector<c10::IValue
     if (v.isTensorList()) sizes.push_back(v.toListRef().size());
   size_t next = 0, lists = 0;
   for (const auto& ret : schema.returns()) {
-    size_t n = 1;
-    if (ret.type()->kind() == c10::TypeKind::ListType) {
-      TORCH_CHECK(lists < sizes.size(), "tpu lowering of ", schema.name(),
-                  ": more list returns than list arguments");
-      n = sizes[lists++];
-    }
+    bool list = ret.type()->kind() == c10::TypeKind::ListType;
+    TORCH_CHECK(!list || lists < sizes.size(), "tpu lowering of ", schema.name(),
+                ": more list returns than list arguments");
+    size_t n = list ? sizes[lists++] : 1;
     TORCH_CHECK(next + n <= results.size(), "tpu lowering of ", schema.name(), " returned ",
                 results.size(), " tensors, fewer than its returns hold");
-    if (ret.type()->kind() == c10::TypeKind::ListType)
+    if (list)
       stack->push_back(c10::IValue(std::vector<at::Tensor>(results.begin() + next, results.begin() + next + n)));
     else
       stack->push_back(std::move(results[next]));

@@ -139,8 +139,9 @@ void DiskCache::store(const CacheKey& k, const std::string& executable) {
   if (!writable_ || executable.empty()) return;
   std::string key = k.text();
   std::string path = path_of(key);
-  std::string header = (k.kind.empty() ? "" : "kind " + k.kind + "\n") + "plugin " + k.plugin + "\nversion " + k.version + "\nxla_flags " +
-                       k.xla_flags + "\ndevice " + std::to_string(k.device) + "\n";
+  std::string header = (k.kind.empty() ? "" : "kind " + k.kind + "\n") + "plugin " + k.plugin +
+                       "\nversion " + k.version + "\nxla_flags " + k.xla_flags + "\ndevice " +
+                       std::to_string(k.device) + "\n";
   std::string entry(kMagic, 8);
   entry.reserve(kSummedFrom + 16 + header.size() + key.size() + executable.size());
   put_u64(entry, 0);  // the checksum, filled in below

@@ -44,26 +44,25 @@ def _forward_backward(model, inputs, runner=None):
     return outputs, grads
 
 
-def _to(inputs, device):
+def _map_tensors(inputs, fn):
     if isinstance(inputs, dict):
-        return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
-    return tuple(v.to(device) if isinstance(v, torch.Tensor) else v for v in inputs)
+        return {k: fn(v) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    return tuple(fn(v) if isinstance(v, torch.Tensor) else v for v in inputs)
+
+
+def _to(inputs, device):
+    return _map_tensors(inputs, lambda t: t.to(device))
 
 
 def _float64_reference(model, inputs):
-    """Outputs and gradients of a float64 copy on the CPU; None when the model
-    does not run in float64."""
+    """Outputs and gradients of the model in float64 on the CPU (converted in
+    place: its float32 run is done); None when it does not run in float64."""
     try:
-        model = model.double()
-        inputs = (({k: _double(v) for k, v in inputs.items()}) if isinstance(inputs, dict)
-                  else tuple(_double(v) for v in inputs))
-        return _forward_backward(model, inputs)
+        model.zero_grad(set_to_none=True)
+        return _forward_backward(model.double(), _map_tensors(
+            inputs, lambda t: t.double() if t.is_floating_point() else t))
     except Exception:
         return None
-
-
-def _double(v):
-    return v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
 
 
 def _error(e):
@@ -79,7 +78,6 @@ def run(spec, mode):
         model, inputs = models.build(spec)
         model = model.float().eval()
         tpu_model = copy.deepcopy(model)
-        model_for_reference = copy.deepcopy(model)
         recorder = compare.OpRecorder()
         with recorder:
             cpu_out, cpu_grads = _forward_backward(model, inputs)
@@ -110,7 +108,7 @@ def run(spec, mode):
     if not ok:
         # Beyond the table: the CPU's float32 is not the truth either. Ask a
         # float64 run whether tpu is as close to it as the CPU is.
-        ref = _float64_reference(model_for_reference, inputs)
+        ref = _float64_reference(model, inputs)
         if ref is not None:
             ok = (compare.no_worse_than_cpu(tpu_out, cpu_out, ref[0]) and
                   compare.no_worse_than_cpu(tpu_grads, cpu_grads, ref[1]))
