@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import torch_tpu
-from torch_tpu.validate import compare
+from torch_tpu.validate import compare, models, worker
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
@@ -152,3 +152,21 @@ def test_a_float64_reference_judges_what_the_table_cannot():
     assert not compare.no_worse_than_cpu(far, cpu, ref)
     assert not compare.no_worse_than_cpu(nan, cpu, ref)
     assert not compare.no_worse_than_cpu({}, cpu, ref)  # a missing tensor is never a match
+
+
+@pytest.mark.parametrize("model_type,check", [
+    # Funnel's layer count is the sum of its block sizes (a property that refuses a set).
+    ("funnel", lambda c: list(c.block_sizes) == [1, 1, 1] and c.num_hidden_layers == 3),
+    # MobileBERT's embeddings and bottleneck have widths of their own.
+    ("mobilebert", lambda c: c.embedding_size == c.true_hidden_size == 32),
+    # Swin's per-stage heads divide every stage width, and its last stage holds a window.
+    ("swin", lambda c: all(c.embed_dim * 2 ** i % h == 0 for i, h in enumerate(c.num_heads))
+     and c.image_size // c.patch_size >> (len(c.depths) - 1) >= c.window_size),
+])
+def test_derived_tiny_configs_build_and_run_on_the_cpu(model_type, check):
+    torch.manual_seed(0)
+    model, inputs = models.build(models.resolve(model_type))
+    assert check(model.config), model.config
+    outputs, grads = worker._forward_backward(model.float().eval(), inputs)
+    assert outputs and grads
+    assert sum(p.numel() for p in model.parameters()) < 5_000_000

@@ -20,8 +20,27 @@ SHRINK = {
     "max_target_positions": 64,
     "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
     "image_size": 32, "patch_size": 8,
+    # Widths a model keeps beside its hidden size (ALBERT's and MobileBERT's
+    # embeddings, MobileBERT's bottleneck), and the n_/d_ spelling (Funnel, XLNet).
+    "embedding_size": 32, "intra_bottleneck_size": 32, "true_hidden_size": 32,
+    "n_head": 4, "d_head": 8, "d_inner": 64,
 }
-HEADS = ("num_attention_heads", "encoder_attention_heads", "decoder_attention_heads", "num_heads")
+# Per-stage lists of layer counts: each entry is capped, the stage count kept
+# (the other per-stage lists have its length). Two Swin blocks per stage keep
+# the shifted-window block; Funnel needs one per block to stay small.
+STAGE_DEPTHS = {"block_sizes": 1, "depths": 2}
+# Fields no generic rule derives, per model type (sorted), set after shrink().
+# Swin's stages halve the patch grid and its attention bias is sized by the
+# configured window, so the last stage's grid must still hold a whole window:
+# a 32-pixel image in 2-pixel patches gives 16, 8, 4, 2 patches per side.
+_SWIN = {"patch_size": 2, "window_size": 2}
+OVERRIDES = {
+    "maskformer-swin": _SWIN,
+    "swin": _SWIN,
+    "swinv2": _SWIN,
+}
+HEADS = ("num_attention_heads", "encoder_attention_heads", "decoder_attention_heads", "num_heads",
+         "n_head")
 TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
              "sep_token_id", "cls_token_id", "mask_token_id")
 BATCH, SEQ = 2, 16
@@ -106,8 +125,15 @@ def _sub_configs(config):
 def _set(config, field, value):
     try:
         setattr(config, field, value)
-    except AttributeError:
-        pass  # a property computed from the other fields (Falcon's head_dim)
+    except (AttributeError, NotImplementedError):
+        # A property computed from the other fields (Falcon's head_dim,
+        # Funnel's num_hidden_layers: the sum of its block_sizes).
+        pass
+
+
+def _divisor(width, heads):
+    """The largest head count up to heads that divides width."""
+    return max(h for h in range(1, heads + 1) if width % h == 0)
 
 
 def shrink(config):
@@ -122,10 +148,18 @@ def shrink(config):
             _set(config, field, small)
     width = next((getattr(config, f) for f in ("hidden_size", "d_model", "embed_dim")
                   if isinstance(getattr(config, f, None), int)), None)
+    for field, cap in STAGE_DEPTHS.items():
+        depths = getattr(config, field, None)
+        if isinstance(depths, (list, tuple)) and all(isinstance(d, int) for d in depths):
+            setattr(config, field, type(depths)(min(d, cap) for d in depths))
     for field in HEADS:
         heads = getattr(config, field, None)
         if isinstance(heads, int) and width and width % heads:
-            setattr(config, field, max(h for h in range(1, heads + 1) if width % h == 0))
+            setattr(config, field, _divisor(width, heads))
+        elif isinstance(heads, (list, tuple)) and width and all(isinstance(h, int) for h in heads):
+            # Per-stage heads (Swin): stage widths are multiples of the first,
+            # so a divisor of the first width divides every stage's.
+            setattr(config, field, type(heads)(_divisor(width, h) for h in heads))
     heads = getattr(config, "num_attention_heads", None)
     kv = getattr(config, "num_key_value_heads", None)
     if isinstance(heads, int) and isinstance(kv, int) and heads % kv:
@@ -208,6 +242,8 @@ def build(spec):
         return model, make_inputs(model, config)
     ca, _ = _auto()
     config = shrink(ca.CONFIG_MAPPING[spec["model_type"]]())
+    for field, value in OVERRIDES.get(spec["model_type"], {}).items():
+        setattr(config, field, value)
     cls = getattr(transformers, spec["cls"])
     model = cls(config)
     return model, make_inputs(model, config)
