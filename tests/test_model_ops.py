@@ -1,6 +1,8 @@
 """Ops real models call beyond Core ATen, against the CPU in every eager mode:
 isin (every overload, invert, out=), complex and polar, multi_margin_loss,
-grid_sampler_2d (bicubic too) and antialiased bilinear interpolation.
+grid_sampler_2d (bicubic too) and grid_sampler_3d, antialiased bilinear
+interpolation, and multinomial (by its statistics: the tpu generator is not
+the CPU's).
 
 Each op first runs PyTorch's own OpInfo samples through the OpInfo harness
 (tests/opinfo/harness.py: forward, then the input gradients with a random
@@ -20,13 +22,13 @@ import harness  # noqa: E402
 NAN, INF = float("nan"), float("inf")
 
 # (OpInfo key, dtypes, samples per dtype): the samples are PyTorch's.
-# nn.functional.grid_sample's samples are grid_sampler_2d's plus 3-d ones
-# (grid_sampler_3d, not lowered), so grid_sampler_2d stands for it.
 OPINFO = [
     ("_upsample_bilinear2d_aa", ("float32", "float64"), 8),
     ("complex", ("float32", "float64"), 8),
     ("grid_sampler_2d", ("float32", "float64"), 12),
+    ("grid_sampler_3d", ("float32", "float64"), 12),
     ("isin", ("float32", "int64", "int32", "uint8", "float64"), 8),
+    ("nn.functional.grid_sample", ("float32", "float64"), 24),
     ("nn.functional.multi_margin_loss", ("float32", "float64"), 12),
     ("polar", ("float32", "float64"), 8),
 ]
@@ -266,3 +268,201 @@ def test_antialiased_interpolate_refuses_integers_clearly():
     x = torch.zeros(1, 1, 4, 4, dtype=torch.int32, device="tpu")
     with pytest.raises(NotImplementedError, match="_upsample_bilinear2d_aa"):
         F.interpolate(x, size=(2, 2), mode="bilinear", antialias=True)
+
+
+# ---- grid_sampler_3d: the cases OpInfo's samples miss
+
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample_3d_and_grads_match_cpu(mode, padding, align):
+    # Points well outside the volume too (the grid spans [-1.6, 1.6]), where
+    # the padding modes differ; a volume of unequal sides catches swapped axes.
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 3, 4, 5, 6, generator=g)
+    grid = torch.rand(2, 3, 2, 4, 3, generator=g) * 3.2 - 1.6
+
+    def run(d):
+        xd, gd = x.to(d).requires_grad_(), grid.to(d).requires_grad_()
+        y = F.grid_sample(xd, gd, mode=mode, padding_mode=padding, align_corners=align)
+        cot = torch.randn(y.shape, generator=torch.Generator().manual_seed(4))
+        gx, gg = torch.autograd.grad(y, (xd, gd), cot.to(d))
+        return y.detach(), gx, gg
+
+    for got, want in zip(run("tpu"), run("cpu")):
+        _same(got, want)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)])
+def test_grid_sample_3d_half_types_match_cpu(dtype, tol):
+    # Both sides compute the coordinates in the half type (the CPU computes
+    # everything in it); tpu interpolates in float32 and rounds once, so the
+    # results differ by about one rounding of the half type.
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(1, 2, 3, 4, 5, generator=g).to(dtype)
+    grid = (torch.rand(1, 2, 3, 2, 3, generator=g) * 2 - 1).to(dtype)
+    got = F.grid_sample(x.to("tpu"), grid.to("tpu"), align_corners=False)
+    _same(got, F.grid_sample(x, grid, align_corners=False), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("input_shape,grid_shape,mode", [
+    ((1, 1, 2, 2, 2), (1, 1, 1, 1, 3), 2),   # bicubic is 2-d only
+    ((1, 1, 2, 2, 2), (1, 1, 1, 1, 2), 0),   # a grid of 2-d points
+    ((1, 1, 0, 2, 2), (1, 1, 1, 1, 3), 0),   # an empty volume
+    ((2, 1, 2, 2, 2), (1, 1, 1, 1, 3), 0),   # batch sizes differ
+])
+def test_grid_sampler_3d_argument_errors_as_on_cpu(input_shape, grid_shape, mode):
+    def call(d):
+        return torch.grid_sampler_3d(torch.ones(input_shape, device=d), torch.zeros(grid_shape, device=d),
+                                     mode, 0, False)
+
+    with pytest.raises(RuntimeError) as want:
+        call("cpu")
+    with pytest.raises(RuntimeError) as got:
+        call("tpu")
+    assert str(want.value) in str(got.value)
+
+
+# ---- multinomial: statistics, since the tpu generator is not the CPU's.
+# Every seed is fixed, so each bound is checked against one known draw; the
+# bounds are ~5 standard deviations, so a correct sampler passes them with
+# any seed as well.
+
+PROBS = torch.tensor([[0.1, 0.0, 0.25, 0.4, 0.0, 0.25],
+                      [5.0, 1.0, 0.0, 0.0, 2.0, 2.0]])  # unnormalized rows are allowed
+
+
+def _chi_square(counts, probs):
+    """(statistic, bound) of counts against probs over its nonzero categories:
+    the bound is the mean plus 5 standard deviations of chi-square(k - 1)."""
+    p = probs / probs.sum()
+    keep = p > 0
+    expected = counts.sum() * p[keep]
+    stat = ((counts[keep].double() - expected) ** 2 / expected).sum().item()
+    df = int(keep.sum()) - 1
+    return stat, df + 5 * (2 * df) ** 0.5
+
+
+def _counts(samples, k):
+    return torch.bincount(samples.reshape(-1).cpu(), minlength=k)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_multinomial_with_replacement_follows_the_probabilities(dtype):
+    torch.manual_seed(11)
+    n = 20000
+    got = torch.multinomial(PROBS.to("tpu", dtype), n, replacement=True)
+    assert got.device.type == "tpu" and got.dtype == torch.int64 and got.shape == (2, n)
+    for row in range(2):
+        counts = _counts(got[row], 6)
+        assert (counts[PROBS[row] == 0] == 0).all(), counts  # never a category of probability 0
+        stat, bound = _chi_square(counts, PROBS[row])
+        assert stat < bound, (row, counts, stat, bound)
+    # The CPU's sampler, judged by the same bound, passes it too.
+    cpu = torch.multinomial(PROBS, n, replacement=True, generator=torch.Generator().manual_seed(11))
+    stat, bound = _chi_square(_counts(cpu[0], 6), PROBS[0])
+    assert stat < bound
+
+
+@pytest.mark.parametrize("replacement", [False, True])
+def test_multinomial_one_sample_per_row_follows_the_probabilities(replacement):
+    # One sample per row is the CPU's fast path (the one token generate()
+    # samples per step); 4000 rows of the same distribution.
+    torch.manual_seed(12)
+    rows = PROBS[1].expand(4000, 6)
+    got = torch.multinomial(rows.to("tpu"), 1, replacement=replacement)
+    assert got.shape == (4000, 1)
+    counts = _counts(got, 6)
+    assert (counts[PROBS[1] == 0] == 0).all(), counts
+    stat, bound = _chi_square(counts, PROBS[1])
+    assert stat < bound, (counts, stat, bound)
+
+
+def test_multinomial_without_replacement_draws_distinct_categories_as_the_cpu_does():
+    torch.manual_seed(13)
+    rows, n = 4000, 3
+    probs = PROBS[1].expand(rows, 6)
+    got = torch.multinomial(probs.to("tpu"), n).cpu()
+    assert got.shape == (rows, n) and got.dtype == torch.int64
+    assert (got.sort(1).values.diff(dim=1) > 0).all()  # distinct within each row
+    assert not torch.isin(got, torch.tensor([2, 3])).any()  # 4 categories can fill 3 draws
+    # The first draw follows p; the later ones p among those left. Compare
+    # how often each category is drawn at each position with the CPU's
+    # frequencies: each is a proportion of `rows` draws, so two independent
+    # estimates differ by at most 5 * sqrt(2 p (1 - p) / rows).
+    want = torch.multinomial(probs, n, generator=torch.Generator().manual_seed(13))
+    for pos in range(n):
+        f_got = _counts(got[:, pos], 6).double() / rows
+        f_want = _counts(want[:, pos], 6).double() / rows
+        p = (f_got + f_want) / 2
+        assert ((f_got - f_want).abs() <= 5 * (2 * p * (1 - p) / rows).sqrt() + 1e-12).all(), (pos, f_got, f_want)
+    stat, bound = _chi_square(_counts(got[:, 0], 6), PROBS[1])
+    assert stat < bound
+
+
+def test_multinomial_without_replacement_of_every_category_is_a_permutation():
+    torch.manual_seed(14)
+    got = torch.multinomial(torch.rand(5, 40).to("tpu") + 0.01, 40).cpu()
+    assert (got.sort(1).values == torch.arange(40)).all()
+
+
+def test_multinomial_shapes_generators_and_out():
+    p = torch.tensor([0.2, 0.3, 0.5])
+    assert torch.multinomial(p.to("tpu"), 2).shape == (2,)
+    assert torch.multinomial(p.to("tpu"), 7, True).shape == (7,)
+    assert torch.multinomial(torch.ones(0, 3, device="tpu"), 2, True).shape == (0, 2)
+    # A generator of its own replays its draws; the default one moves on.
+    draws = [torch.multinomial(PROBS.to("tpu"), 50, True, generator=torch.Generator("tpu").manual_seed(5)).cpu()
+             for _ in range(2)]
+    assert torch.equal(draws[0], draws[1])
+    torch.manual_seed(5)
+    a = torch.multinomial(PROBS.to("tpu"), 50, True).cpu()
+    b = torch.multinomial(PROBS.to("tpu"), 50, True).cpu()
+    torch.manual_seed(5)
+    assert torch.equal(a, torch.multinomial(PROBS.to("tpu"), 50, True).cpu()) and not torch.equal(a, b)
+    out = torch.empty(0, dtype=torch.int64, device="tpu")
+    r = torch.multinomial(PROBS.to("tpu"), 3, out=out)
+    assert r is out and out.shape == (2, 3) and not torch.isin(out.cpu()[0], torch.tensor([1, 4])).any()
+
+
+@pytest.mark.parametrize("name,probs,n,replacement", [
+    ("negative", [0.5, -0.1, 0.6], 1, False),
+    ("negative_with_replacement", [0.5, -0.1, 0.6], 2, True),
+    ("inf", [0.5, INF, 0.6], 2, False),
+    ("inf_with_replacement", [0.5, INF, 0.6], 3, True),
+    ("nan", [0.5, NAN, 0.6], 1, True),
+    ("nan_with_replacement", [0.5, NAN, 0.6], 2, True),
+    ("zero_row", [[1.0, 2.0, 0.0], [0.0, 0.0, 0.0]], 1, False),
+    ("zero_row_with_replacement", [[0.0, 0.0, 0.0], [1.0, 2.0, 0.0]], 4, True),
+    ("more_than_categories", [1.0, 1.0, 1.0], 4, False),
+    ("no_samples", [1.0, 1.0, 1.0], 0, True),
+    ("three_dims", [[[1.0, 1.0]]], 1, True),
+    ("integers", [1, 2, 3], 1, True),
+    ("no_categories", [[], []], 2, True),
+])
+def test_multinomial_argument_errors_as_on_cpu(name, probs, n, replacement):
+    p = torch.tensor(probs)
+    with pytest.raises(RuntimeError) as want:
+        torch.multinomial(p, n, replacement)
+    with pytest.raises(RuntimeError) as got:
+        torch.multinomial(p.to("tpu"), n, replacement)
+    assert str(want.value) in str(got.value)
+
+
+def test_generate_samples_tokens_on_tpu():
+    # generate(do_sample=True) samples each token with multinomial; a tiny
+    # model whose logits favour nothing still gives tokens in its vocabulary,
+    # and the same seed the same tokens.
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=1, n_head=2)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config).eval().to("tpu")
+    ids = torch.tensor([[1, 2, 3]], device="tpu")
+
+    def sample():
+        torch.manual_seed(21)
+        return model.generate(ids, do_sample=True, top_k=8, max_new_tokens=5, pad_token_id=0).cpu()
+
+    out = sample()
+    assert out.shape == (1, 8) and ((out >= 0) & (out < 64)).all()
+    assert torch.equal(out, sample())

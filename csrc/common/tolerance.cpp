@@ -32,6 +32,7 @@ const std::map<std::string, Override>& overrides() {
       {"aten::bmm", {10, 10, "XLA's dot accumulates in a different order than oneDNN"}},
       {"aten::convolution_backward", {10, 10, "the CPU sums overlapping half-precision contributions in half precision (col2im); tpu sums in f32 and rounds once"}},
       {"aten::erfinv", {10, 10, "its gradient exp(erfinv(x)^2) magnifies a one-ulp erfinv difference about 25x near |x| = 1"}},
+      {"aten::grid_sampler_3d_backward", {10, 10, "the grid's gradient sums input x gradient products over channels and 8 corners in another order: on OpInfo's largest samples (values ~3e2) both sides err by ~4e-4 against float64"}},
       {"aten::logcumsumexp", {4, 4, "cancellation in PyTorch's backward formula: both sides err by ~1.5e-6 against float64"}},
       {"aten::mm", {10, 10, "XLA's dot accumulates in a different order than oneDNN"}},
       {"aten::native_layer_norm", {10, 10, "mean and variance reduce in a different order"}},

@@ -366,6 +366,113 @@ Values lower_randperm(Context& ctx, const Args& args) {
   return {cast(b, sorted[1], t)};
 }
 
+// ---- multinomial
+
+// An inclusive scan along dim 1 of a (rows, c) value by doubling (log2 c
+// steps of `combine(x[j], x[j - s])`, `fill` before the first column).
+template <typename Combine>
+Value scan_rows(Builder& b, Value x, double fill, Combine combine) {
+  int64_t r = x.shape()[0], c = x.shape()[1];
+  for (int64_t s = 1; s < c; s *= 2) {
+    Value shifted = b.pad(b.slice(x, {0, 0}, {r, c - s}, {1, 1}), b.constant(fill, x.dtype()), {0, s},
+                          {0, 0}, {0, 0});
+    x = combine(x, shifted);
+  }
+  return x;
+}
+
+// Without replacement (and for one sample), the CPU's exponential race: the
+// n largest p / e with e ~ Exp(1) per category are a draw of n distinct
+// categories, each next one with probability proportional to p among those
+// left; a category of probability 0 has key 0 and loses to every other.
+Value race(Builder& b, Bits& bits, Value p, int64_t n) {
+  E acc = p.dtype();
+  int64_t rows = p.shape()[0];
+  Value u = bits.uniform(acc, digits(acc), p.shape());
+  // u = 0 gives e = 0; the least normal number keeps the key finite for p = 0.
+  Value e = b.max(b.neg(b.log1p(b.neg(u))), splat(b, acc == E::F64 ? 2.2250738585072014e-308 : 1.17549435e-38, u));
+  Value key = b.div(p, e);
+  Value order = b.iota(TensorType{E::I64, p.shape()}, 1);
+  if (n == 1) {
+    // The first of the largest keys: a reduce, not a sort of the whole row
+    // (sampling a token from a vocabulary takes one).
+    Values best = b.reduce({key, order}, {b.constant(-1, acc), b.constant_int(0, E::I64)}, {1},
+                           [](Builder& r, const Values& v) {
+                             Value later = r.or_(r.compare(v[2], v[0], Compare::GT),
+                                                 r.and_(r.compare(v[2], v[0], Compare::EQ),
+                                                        r.compare(v[3], v[1], Compare::LT)));
+                             return Values{r.select(later, v[2], v[0]), r.select(later, v[3], v[1])};
+                           });
+    return b.reshape(best[1], {rows, 1});
+  }
+  Values sorted = b.sort({key, order}, 1, /*is_stable=*/true, [](Builder& r, const Values& v) {
+    return Values{r.compare(v[0], v[1], Compare::GT)};
+  });
+  return b.slice(sorted[1], {0, 0}, {rows, n}, {1, 1});
+}
+
+// With replacement: sample k is the first category whose prefix sum reaches
+// v = u' * total with u' uniform in (0, 1], found by a binary search of
+// log2(c) steps. The prefix sums are made to repeat exactly across a
+// category of probability 0 (a running maximum over the categories with
+// p > 0): a rounded sum that grew there would give it a sliver of the range.
+Value inverse_cdf(Builder& b, Bits& bits, Value p, int64_t n) {
+  E acc = p.dtype();
+  int64_t rows = p.shape()[0], c = p.shape()[1];
+  Value sums = scan_rows(b, p, 0, [&](Value x, Value y) { return b.add(x, y); });
+  Value positive = b.compare(p, splat(b, 0, p), Compare::GT);
+  sums = scan_rows(b, b.select(positive, sums, splat(b, 0, sums)), 0,
+                   [&](Value x, Value y) { return b.max(x, y); });
+  Value total = b.slice(sums, {0, c - 1}, {rows, c}, {1, 1});
+  Value u = bits.uniform(acc, digits(acc), {rows, n});
+  Value v = b.mul(b.sub(splat(b, 1, u), u), b.broadcast_in_dim(b.reshape(total, {rows}), {rows, n}, {0}));
+  Shape s{rows, n};
+  Value base = b.mul(b.iota(TensorType{E::I64, s}, 0), b.full(double(c), E::I64, s));
+  Value lo = b.zeros(E::I64, s), hi = b.full(double(c), E::I64, s);
+  Value flat = b.reshape(sums, {rows * c});
+  Builder::GatherDims d;
+  d.collapsed_slice_dims = {0};
+  d.start_index_map = {0};
+  d.index_vector_dim = 1;
+  for (int64_t left = c; left > 0; left /= 2) {
+    Value mid = b.shift_right_logical(b.add(lo, hi), b.full(1, E::I64, s));
+    Value at = b.min(mid, b.full(double(c - 1), E::I64, s));
+    Value sum = b.reshape(b.gather(flat, b.reshape(b.add(base, at), {rows * n, 1}), d, {1}, {rows * n}), s);
+    Value open = b.compare(lo, hi, Compare::LT);
+    Value right = b.and_(open, b.compare(sum, v, Compare::LT));
+    lo = b.select(right, b.add(mid, b.full(1, E::I64, s)), lo);
+    hi = b.select(b.and_(open, b.not_(right)), mid, hi);
+  }
+  return b.min(lo, b.full(double(c - 1), E::I64, s));
+}
+
+// multinomial(self, num_samples, replacement, *, generator): int64 category
+// indices, (rows, n) or (n). The argument checks are the CPU's; the checks of
+// the values (negative, inf, NaN, all-zero rows) need them on the host and
+// are made by aten/multinomial.cpp before this runs.
+Values lower_multinomial(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  Value self = self_of(args);
+  int64_t n = args.at(1).as_int();
+  bool replacement = args.at(2).as_bool();
+  TPU_CHECK(self.rank() == 1 || self.rank() == 2, ErrorKind::Runtime, "prob_dist must be 1 or 2 dim");
+  TPU_CHECK(hlo::is_float(self.dtype()), ErrorKind::Runtime,
+            "multinomial only supports floating-point dtypes for input, got: ", scalar_type_name(self.dtype()));
+  TPU_CHECK(n > 0, ErrorKind::Runtime, "cannot sample n_sample <= 0 samples");
+  int64_t c = self.shape().back();
+  TPU_CHECK(replacement || n <= c, ErrorKind::Runtime,
+            "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  TPU_CHECK(c <= (int64_t{1} << 24), ErrorKind::Runtime, "number of categories cannot exceed 2^24");
+  int64_t rows = self.rank() == 2 ? self.shape()[0] : 1;
+  Shape out = self.rank() == 2 ? Shape{rows, n} : Shape{n};
+  if (rows == 0) return {b.zeros(E::I64, out)};
+  TPU_CHECK(c > 0, ErrorKind::Runtime, "invalid multinomial distribution (sum of probabilities <= 0)");
+  Value p = b.reshape(cast(b, self, acc_type(self.dtype())), {rows, c});
+  Bits bits(ctx, args.at(3));
+  Value idx = !replacement || n == 1 ? race(b, bits, p, n) : inverse_cdf(b, bits, p, n);
+  return {b.reshape(idx, out)};
+}
+
 }  // namespace
 
 // Sorted by op name.
@@ -376,6 +483,7 @@ TPU_LOWERING("aten::cauchy", lower_cauchy);
 TPU_LOWERING("aten::exponential", lower_exponential);
 TPU_LOWERING("aten::geometric", lower_geometric);
 TPU_LOWERING("aten::log_normal", lower_log_normal);
+TPU_LOWERING("aten::multinomial", lower_multinomial);
 TPU_LOWERING("aten::native_dropout", lower_native_dropout, kImplicitGenerator);
 TPU_LOWERING("aten::native_dropout_backward", lower_native_dropout_backward);
 TPU_LOWERING("aten::normal_functional", lower_normal);

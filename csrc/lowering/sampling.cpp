@@ -1,7 +1,7 @@
 // Sampling and rearranging ops: grid_sampler_2d (bilinear/nearest/bicubic; zeros,
-// border, reflection padding) and its backward, im2col/col2im, pixel
-// (un)shuffle, channel_shuffle, bicubic upsampling and its backward, glu and
-// prelu with their backwards. Half types compute in float and round once.
+// border, reflection padding), grid_sampler_3d (trilinear/nearest) and their
+// backwards, im2col/col2im, pixel (un)shuffle, channel_shuffle, bicubic
+// upsampling and its backward, glu and prelu with their backwards. Half types compute in float and round once.
 #include <cmath>
 #include <optional>
 #include <string>
@@ -220,7 +220,7 @@ Values lower_col2im(Context& ctx, const Args& a) {
   return {r};
 }
 
-// ---- grid_sampler_2d
+// ---- grid_sampler_2d, grid_sampler_3d
 
 enum Interp { kBilinear = 0, kNearest = 1, kBicubic = 2 };
 enum Padding { kZeros = 0, kBorder = 1, kReflection = 2 };
@@ -263,52 +263,65 @@ std::pair<Value, Value> pad_coordinate(Builder& b, Value x, Value grad, int64_t 
   return {x, grad};
 }
 
+// One input point a grid point reads: a corner of its cell (2^K of them,
+// K = 2 or 3 spatial dimensions), its nearest point, or a bicubic tap.
 struct Corner {
-  Value index;   // (K, 1) i64 row of the flattened (N*H*W, C) input
-  Value weight;  // (N, Ho, Wo) weight times in-bounds mask
-  Value valid;   // (N, Ho, Wo) f
-  Value dx, dy;  // d(weight)/d(ix), d(weight)/d(iy) (bilinear)
+  Value index;           // (P, 1) i64 row of the flattened (N*spatial, C) input
+  Value weight;          // (N, *out) weight times in-bounds mask
+  Value valid;           // (N, *out) f
+  std::vector<Value> d;  // d(weight)/d(coordinate k) (bilinear, bicubic)
 };
 
+// Coordinate k of a grid point is its k-th last value: x (the input's last
+// dimension), then y, then z.
 struct Sampler {
-  int64_t n, c, h, w, ho, wo;
-  Value gx, gy;  // source coordinates (N, Ho, Wo)
-  Value mx, my;  // their gradients wrt the grid
+  int64_t n = 0, c = 0, points = 0;  // points: N times the output's spatial size
+  Shape size;                        // the input's spatial size along coordinate k
+  Shape at;                          // (N, *out): the shape of a per-point value
+  std::vector<Value> g, m;           // source coordinates and their gradients wrt the grid
   std::vector<Corner> corners;
 };
 
 Sampler make_sampler(Builder& b, const Shape& in_shape, Value grid, int interp, int padding, bool align) {
   Sampler s;
-  s.n = in_shape[0], s.c = in_shape[1], s.h = in_shape[2], s.w = in_shape[3];
-  s.ho = grid.shape()[1], s.wo = grid.shape()[2];
-  Shape g3 = {s.n, s.ho, s.wo};
-  Value x = b.reshape(b.slice(grid, {0, 0, 0, 0}, {s.n, s.ho, s.wo, 1}, {1, 1, 1, 1}), g3);
-  Value y = b.reshape(b.slice(grid, {0, 0, 0, 1}, {s.n, s.ho, s.wo, 2}, {1, 1, 1, 1}), g3);
+  int64_t k_dims = grid.shape().back(), rank = grid.rank();
+  s.n = in_shape[0], s.c = in_shape[1];
+  s.at = Shape(grid.shape().begin(), grid.shape().end() - 1);
+  s.points = 1;
+  for (int64_t v : s.at) s.points *= v;
+  for (int64_t k = 0; k < k_dims; ++k) s.size.push_back(in_shape[in_shape.size() - 1 - k]);
   // Coordinates in the grid's type, as the CPU kernel computes them.
-  E f = opmath(x.dtype());
-  std::tie(s.gx, s.mx) = unnormalize(b, x, s.w, align);
-  std::tie(s.gy, s.my) = unnormalize(b, y, s.h, align);
-  // Bicubic pads each of its 16 taps instead of the sampled point.
-  if (interp != kBicubic) {
-    std::tie(s.gx, s.mx) = pad_coordinate(b, s.gx, s.mx, s.w, padding, align);
-    std::tie(s.gy, s.my) = pad_coordinate(b, s.gy, s.my, s.h, padding, align);
+  E f = opmath(grid.dtype());
+  for (int64_t k = 0; k < k_dims; ++k) {
+    Ints lo(rank, 0), hi = grid.shape(), st(rank, 1);
+    lo.back() = k, hi.back() = k + 1;
+    auto [x, mx] = unnormalize(b, b.reshape(b.slice(grid, lo, hi, st), s.at), s.size[k], align);
+    // Bicubic pads each of its 16 taps instead of the sampled point.
+    if (interp != kBicubic) std::tie(x, mx) = pad_coordinate(b, x, mx, s.size[k], padding, align);
+    s.g.push_back(cast(b, x, f)), s.m.push_back(cast(b, mx, f));
   }
-  s.gx = cast(b, s.gx, f), s.mx = cast(b, s.mx, f), s.gy = cast(b, s.gy, f), s.my = cast(b, s.my, f);
-  Value batch = b.convert(b.iota({E::I64, g3}, 0), E::I64);
-  auto corner = [&](Value cx, Value cy, Value wgt, Value dx, Value dy) {
-    Value valid = b.and_(b.and_(b.compare(cx, splat(b, 0, cx), Compare::GE), b.compare(cx, splat(b, double(s.w - 1), cx), Compare::LE)),
-                         b.and_(b.compare(cy, splat(b, 0, cy), Compare::GE), b.compare(cy, splat(b, double(s.h - 1), cy), Compare::LE)));
-    Value ix = b.convert(b.clamp(splat(b, 0, cx), cx, splat(b, double(s.w - 1), cx)), E::I64);
-    Value iy = b.convert(b.clamp(splat(b, 0, cy), cy, splat(b, double(s.h - 1), cy)), E::I64);
-    Value idx = b.add(b.mul(batch, b.full(double(s.h * s.w), E::I64, g3)), b.add(b.mul(iy, b.full(double(s.w), E::I64, g3)), ix));
+  Value batch = b.iota({E::I64, s.at}, 0);
+  int64_t volume = 1;
+  for (int64_t v : s.size) volume *= v;
+  auto corner = [&](const std::vector<Value>& point, Value wgt, std::vector<Value> d) {
+    Value valid, idx = b.mul(batch, b.full(double(volume), E::I64, s.at));
+    int64_t stride = 1;
+    for (int64_t k = 0; k < k_dims; ++k) {
+      Value ck = point[k], top = splat(b, double(s.size[k] - 1), ck);
+      Value inside = b.and_(b.compare(ck, splat(b, 0, ck), Compare::GE), b.compare(ck, top, Compare::LE));
+      valid = k == 0 ? inside : b.and_(valid, inside);
+      Value ik = b.convert(b.clamp(splat(b, 0, ck), ck, top), E::I64);
+      idx = b.add(idx, b.mul(ik, b.full(double(stride), E::I64, s.at)));
+      stride *= s.size[k];
+    }
     Value vf = b.convert(valid, f);
-    s.corners.push_back({b.reshape(idx, {s.n * s.ho * s.wo, 1}), b.mul(wgt, vf), vf, dx, dy});
+    s.corners.push_back({b.reshape(idx, {s.points, 1}), b.mul(wgt, vf), vf, std::move(d)});
   };
   if (interp == kBicubic) {
     // Taps x0 - 1 .. x0 + 2 around x0 = floor(x), weighted by the cubic
     // convolution (A = -0.75) of t = x - x0; d(weight)/dt for the grid's
     // gradient. A padded tap's coordinate is truncated, as the CPU does.
-    Value x0 = b.floor(s.gx), y0 = b.floor(s.gy);
+    Value x0 = b.floor(s.g[0]), y0 = b.floor(s.g[1]);
     auto taps = [&](Value t, Value w[4], Value dw[4]) {
       const double A = -0.75;
       Value one = splat(b, 1, t), two = splat(b, 2, t);
@@ -329,32 +342,51 @@ Sampler make_sampler(Builder& b, const Shape& in_shape, Value grid, int interp, 
       dw[0] = d2(b.add(t, one)), dw[1] = d1(t), dw[2] = b.neg(d1(u)), dw[3] = b.neg(d2(b.sub(two, t)));
     };
     Value wx[4], dwx[4], wy[4], dwy[4];
-    taps(b.sub(s.gx, x0), wx, dwx);
-    taps(b.sub(s.gy, y0), wy, dwy);
+    taps(b.sub(s.g[0], x0), wx, dwx);
+    taps(b.sub(s.g[1], y0), wy, dwy);
     Value unit = splat(b, 1, x0);
     for (int i = 0; i < 4; ++i)
       for (int j = 0; j < 4; ++j) {
         Value px = b.add(x0, splat(b, double(j - 1), x0)), py = b.add(y0, splat(b, double(i - 1), y0));
-        px = pad_coordinate(b, px, unit, s.w, padding, align).first;
-        py = pad_coordinate(b, py, unit, s.h, padding, align).first;
-        corner(b.floor(px), b.floor(py), b.mul(wx[j], wy[i]), b.mul(dwx[j], wy[i]), b.mul(wx[j], dwy[i]));
+        px = pad_coordinate(b, px, unit, s.size[0], padding, align).first;
+        py = pad_coordinate(b, py, unit, s.size[1], padding, align).first;
+        corner({b.floor(px), b.floor(py)}, b.mul(wx[j], wy[i]), {b.mul(dwx[j], wy[i]), b.mul(wx[j], dwy[i])});
       }
     return s;
   }
   if (interp == kNearest) {
-    Value cx = b.round_nearest_even(s.gx), cy = b.round_nearest_even(s.gy);
-    Value one = splat(b, 1, cx), zero = splat(b, 0, cx);
-    corner(cx, cy, one, zero, zero);
+    std::vector<Value> point, zero;
+    for (const Value& g : s.g) point.push_back(b.round_nearest_even(g)), zero.push_back(splat(b, 0, g));
+    corner(point, splat(b, 1, s.g[0]), zero);
     return s;
   }
-  Value x0 = b.floor(s.gx), y0 = b.floor(s.gy);
-  Value one = splat(b, 1, x0);
-  Value x1 = b.add(x0, one), y1 = b.add(y0, one);
-  Value ex1 = b.sub(x1, s.gx), ex0 = b.sub(s.gx, x0), ey1 = b.sub(y1, s.gy), ey0 = b.sub(s.gy, y0);
-  corner(x0, y0, b.mul(ex1, ey1), b.neg(ey1), b.neg(ex1));  // nw
-  corner(x1, y0, b.mul(ex0, ey1), ey1, b.neg(ex0));         // ne
-  corner(x0, y1, b.mul(ex1, ey0), b.neg(ey0), ex1);         // sw
-  corner(x1, y1, b.mul(ex0, ey0), ey0, ex0);                // se
+  // Corner `mask` takes x0 + 1 along coordinate k where bit k is set, in the
+  // CPU's order (nw, ne, sw, se; then the same a layer deeper). Its weight is
+  // the product of the distances to the opposite side along each coordinate.
+  std::vector<Value> lo, hi, to_lo, to_hi;
+  for (const Value& g : s.g) {
+    lo.push_back(b.floor(g));
+    hi.push_back(b.add(lo.back(), splat(b, 1, g)));
+    to_lo.push_back(b.sub(g, lo.back()));
+    to_hi.push_back(b.sub(hi.back(), g));
+  }
+  for (int64_t mask = 0; mask < (int64_t{1} << k_dims); ++mask) {
+    std::vector<Value> point, factor;
+    for (int64_t k = 0; k < k_dims; ++k) {
+      bool up = (mask >> k) & 1;
+      point.push_back(up ? hi[k] : lo[k]);
+      factor.push_back(up ? to_lo[k] : to_hi[k]);
+    }
+    auto product = [&](int64_t skip) {
+      Value r;
+      for (int64_t k = 0; k < k_dims; ++k)
+        if (k != skip) r = r.valid() ? b.mul(r, factor[k]) : factor[k];
+      return r;
+    };
+    std::vector<Value> d;
+    for (int64_t k = 0; k < k_dims; ++k) d.push_back((mask >> k) & 1 ? product(k) : b.neg(product(k)));
+    corner(point, product(-1), d);
+  }
   return s;
 }
 
@@ -378,68 +410,93 @@ Value scatter_rows(Builder& b, Value upd, Value idx, int64_t rows) {
                    [](Builder& r, const Values& v) { return Values{r.add(v[0], v[1])}; });
 }
 
-void check_grid(const Value& input, const Value& grid, int64_t interp) {
-  TPU_CHECK(input.rank() == 4 && grid.rank() == 4, ErrorKind::Runtime, "grid_sampler(): expected 4D input and grid with same number of dimensions, but got input with sizes ", input.rank(), "D and grid with sizes ", grid.rank(), "D");
-  TPU_CHECK(input.shape()[0] == grid.shape()[0], ErrorKind::Runtime, "grid_sampler(): expected grid and input to have same batch size, but got input with sizes ", input.shape()[0], " and grid with sizes ", grid.shape()[0]);
-  TPU_CHECK(grid.shape()[3] == 2, ErrorKind::Runtime, "grid_sampler(): expected grid to have size 2 in last dimension, but got grid with sizes ", grid.shape()[3]);
-  for (int64_t d = 2; d < 4; ++d)
+// The CPU's checks; `spatial` is 2 (grid_sampler_2d) or 3.
+void check_grid(const Value& input, const Value& grid, int64_t interp, int64_t spatial) {
+  int64_t rank = spatial + 2;
+  TPU_CHECK(input.rank() == rank && grid.rank() == rank, ErrorKind::Runtime, "grid_sampler(): expected ", rank, "D input and grid with same number of dimensions, but got input with sizes ", hlo::shape_str(input.shape()), " and grid with sizes ", hlo::shape_str(grid.shape()));
+  TPU_CHECK(spatial == 2 || interp != kBicubic, ErrorKind::Runtime, "grid_sampler(): bicubic interpolation only supports 4D input");
+  TPU_CHECK(input.shape()[0] == grid.shape()[0], ErrorKind::Runtime, "grid_sampler(): expected grid and input to have same batch size, but got input with sizes ", hlo::shape_str(input.shape()), " and grid with sizes ", hlo::shape_str(grid.shape()));
+  TPU_CHECK(grid.shape().back() == spatial, ErrorKind::Runtime, "grid_sampler(): expected grid to have size ", spatial, " in last dimension, but got grid with sizes ", hlo::shape_str(grid.shape()));
+  for (int64_t d = 2; d < rank; ++d)
     TPU_CHECK(input.shape()[d] > 0, ErrorKind::Runtime, "grid_sampler(): expected input to have non-empty spatial dimensions, but input has sizes ", hlo::shape_str(input.shape()), " with dimension ", d, " being empty");
-  check_dtype(hlo::is_float(input.dtype()), "grid_sampler_2d_cpu", input.dtype());
+  check_dtype(hlo::is_float(input.dtype()), spatial == 2 ? "grid_sampler_2d_cpu" : "grid_sampler_3d_cpu", input.dtype());
 }
 
-// (N, C, H, W) -> (N*H*W, C)
+// (N, C, *spatial) <-> (N, *spatial, C): channels last, and back.
+Ints channels_last(int64_t rank) {
+  Ints p{0};
+  for (int64_t d = 2; d < rank; ++d) p.push_back(d);
+  p.push_back(1);
+  return p;
+}
+Ints channels_first(int64_t rank) {
+  Ints p{0, rank - 1};
+  for (int64_t d = 1; d < rank - 1; ++d) p.push_back(d);
+  return p;
+}
+
+// (N, C, *spatial) -> (N * spatial, C)
 Value rows_of(Builder& b, Value x) {
-  const Shape& s = x.shape();
-  return b.reshape(b.transpose(x, {0, 2, 3, 1}), {s[0] * s[2] * s[3], s[1]});
+  int64_t rows = x.type.numel() / x.shape()[1];
+  return b.reshape(b.transpose(x, channels_last(x.rank())), {rows, x.shape()[1]});
 }
 
-Values lower_grid_sampler_2d(Context& ctx, const Args& a) {
+// (points, C) -> (N, C, *out)
+Value unrows(Builder& b, Value x, Shape at) {
+  at.push_back(x.shape()[1]);
+  return b.transpose(b.reshape(x, at), channels_first(int64_t(at.size())));
+}
+
+template <int64_t Spatial>
+Values lower_grid_sampler(Context& ctx, const Args& a) {
   Builder& b = ctx.b;
   Value input = a[0].as_tensor(), grid = a[1].as_tensor();
   int interp = int(a[2].as_int()), padding = int(a[3].as_int());
   bool align = a[4].as_bool();
-  check_grid(input, grid, interp);
+  check_grid(input, grid, interp, Spatial);
   E t = input.dtype(), acc = opmath(t);
   Sampler s = make_sampler(b, input.shape(), grid, interp, padding, align);
   Value flat = rows_of(b, cast(b, input, acc));
-  int64_t k = s.n * s.ho * s.wo;
+  int64_t k = s.points;
   Value out = b.zeros(acc, {k, s.c});
   for (const Corner& c : s.corners) {
     Value wv = b.broadcast_in_dim(b.reshape(c.weight, {k}), {k, s.c}, {0});
     out = b.add(out, b.mul(gather_rows(b, flat, c.index), wv));
   }
-  out = b.transpose(b.reshape(out, {s.n, s.ho, s.wo, s.c}), {0, 3, 1, 2});
-  return {cast(b, out, t)};
+  return {cast(b, unrows(b, out, s.at), t)};
 }
 
-Values lower_grid_sampler_2d_backward(Context& ctx, const Args& a) {
+// (grad_output, input, grid, interpolation, padding, align_corners, output_mask)
+template <int64_t Spatial>
+Values lower_grid_sampler_backward(Context& ctx, const Args& a) {
   Builder& b = ctx.b;
   Value go = a[0].as_tensor(), input = a[1].as_tensor(), grid = a[2].as_tensor();
   int interp = int(a[3].as_int()), padding = int(a[4].as_int());
   bool align = a[5].as_bool();
-  check_grid(input, grid, interp);
+  check_grid(input, grid, interp, Spatial);
   E t = input.dtype(), acc = opmath(t);
   Sampler s = make_sampler(b, input.shape(), grid, interp, padding, align);
-  int64_t k = s.n * s.ho * s.wo, rows = s.n * s.h * s.w;
-  Value g = b.reshape(b.transpose(cast(b, go, acc), {0, 2, 3, 1}), {k, s.c});
+  int64_t k = s.points, rows = input.type.numel() / s.c;
+  Value g = rows_of(b, cast(b, go, acc));
   Value flat = rows_of(b, cast(b, input, acc));
   Value gin = b.zeros(acc, {rows, s.c});
-  Value gx = b.zeros(acc, {k}), gy = b.zeros(acc, {k});
+  std::vector<Value> gc(Spatial, b.zeros(acc, {k}));
   for (const Corner& c : s.corners) {
     Value wv = b.broadcast_in_dim(b.reshape(c.weight, {k}), {k, s.c}, {0});
     gin = b.add(gin, scatter_rows(b, b.mul(g, wv), c.index, rows));
     if (interp != kNearest) {
       Value vg = b.reduce_sum(b.mul(gather_rows(b, flat, c.index), g), {1});  // (k)
       vg = b.mul(vg, b.reshape(c.valid, {k}));
-      gx = b.add(gx, b.mul(vg, b.reshape(c.dx, {k})));
-      gy = b.add(gy, b.mul(vg, b.reshape(c.dy, {k})));
+      for (int64_t j = 0; j < Spatial; ++j) gc[j] = b.add(gc[j], b.mul(vg, b.reshape(c.d[j], {k})));
     }
   }
-  gin = b.transpose(b.reshape(gin, {s.n, s.h, s.w, s.c}), {0, 3, 1, 2});
-  gx = b.mul(gx, b.reshape(s.mx, {k}));
-  gy = b.mul(gy, b.reshape(s.my, {k}));
-  Value gg = b.concatenate({b.reshape(gx, {s.n, s.ho, s.wo, 1}), b.reshape(gy, {s.n, s.ho, s.wo, 1})}, 3);
-  return {cast(b, gin, t), cast(b, gg, grid.dtype())};
+  Shape in_at{input.shape()[0]};
+  for (int64_t d = 2; d < input.rank(); ++d) in_at.push_back(input.shape()[d]);
+  Shape one = s.at;
+  one.push_back(1);
+  Values parts;
+  for (int64_t j = 0; j < Spatial; ++j) parts.push_back(b.reshape(b.mul(gc[j], b.reshape(s.m[j], {k})), one));
+  return {cast(b, unrows(b, gin, in_at), t), cast(b, b.concatenate(parts, Spatial + 1), grid.dtype())};
 }
 
 // ---- upsample_bicubic2d
@@ -543,8 +600,10 @@ TPU_LOWERING("aten::channel_shuffle", lower_channel_shuffle);
 TPU_LOWERING("aten::col2im", lower_col2im);
 TPU_LOWERING("aten::glu", lower_glu);
 TPU_LOWERING("aten::glu_backward", lower_glu_backward);
-TPU_LOWERING("aten::grid_sampler_2d", lower_grid_sampler_2d);
-TPU_LOWERING("aten::grid_sampler_2d_backward", lower_grid_sampler_2d_backward);
+TPU_LOWERING("aten::grid_sampler_2d", lower_grid_sampler<2>);
+TPU_LOWERING("aten::grid_sampler_2d_backward", lower_grid_sampler_backward<2>);
+TPU_LOWERING("aten::grid_sampler_3d", lower_grid_sampler<3>);
+TPU_LOWERING("aten::grid_sampler_3d_backward", lower_grid_sampler_backward<3>);
 TPU_LOWERING("aten::im2col", lower_im2col);
 TPU_LOWERING("aten::pixel_shuffle", lower_pixel_shuffle);
 TPU_LOWERING("aten::pixel_unshuffle", lower_pixel_unshuffle);
