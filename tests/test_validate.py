@@ -155,6 +155,9 @@ def test_a_float64_reference_judges_what_the_table_cannot():
 
 
 @pytest.mark.parametrize("model_type,check", [
+    # DeepSeek's latent attention: a key per query head, head parts that add up, MoE among 2 layers.
+    ("deepseek_v3", lambda c: c.num_key_value_heads == c.num_attention_heads
+     and c.qk_head_dim == c.qk_nope_head_dim + c.qk_rope_head_dim and c.first_k_dense_replace < 2),
     # Funnel's layer count is the sum of its block sizes (a property that refuses a set).
     ("funnel", lambda c: list(c.block_sizes) == [1, 1, 1] and c.num_hidden_layers == 3),
     # MobileBERT's embeddings and bottleneck have widths of their own.

@@ -24,6 +24,11 @@ SHRINK = {
     # embeddings, MobileBERT's bottleneck), and the n_/d_ spelling (Funnel, XLNet).
     "embedding_size": 32, "intra_bottleneck_size": 32, "true_hidden_size": 32,
     "n_head": 4, "d_head": 8, "d_inner": 64,
+    # Multi-head latent attention (DeepSeek V2/V3, GLM-4 MoE, Kimi): its head
+    # parts and low ranks, and grouped routing that still fits 4 experts,
+    # with an MoE layer among the 2.
+    "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 8, "q_lora_rank": 16,
+    "kv_lora_rank": 16, "n_group": 2, "topk_group": 1, "first_k_dense_replace": 1,
 }
 # Per-stage lists of layer counts: each entry is capped, the stage count kept
 # (the other per-stage lists have its length). Two Swin blocks per stage keep
@@ -35,6 +40,10 @@ STAGE_DEPTHS = {"block_sizes": 1, "depths": 2}
 # a 32-pixel image in 2-pixel patches gives 16, 8, 4, 2 patches per side.
 _SWIN = {"patch_size": 2, "window_size": 2}
 OVERRIDES = {
+    # Its default leaves the experts per token unset (None), which routing cannot take.
+    "deepseek_v2": {"num_experts_per_tok": 2},
+    # Its default has no vocabulary nor pad and mask ids (ESM-2's tokenizer sets them).
+    "esm": {"mask_token_id": 32, "pad_token_id": 1, "vocab_size": 128},
     "maskformer-swin": _SWIN,
     "swin": _SWIN,
     "swinv2": _SWIN,
@@ -142,6 +151,9 @@ def shrink(config):
     ids fit the vocabulary, per-layer lists match the layer count."""
     for sub in _sub_configs(config):
         shrink(sub)
+    # A model without grouped-query attention keeps none: DeepSeek's latent
+    # attention makes a key per query head, whatever num_key_value_heads says.
+    mha = getattr(config, "num_key_value_heads", None) == getattr(config, "num_attention_heads", 0)
     for field, small in SHRINK.items():
         value = getattr(config, field, None)
         if isinstance(value, int) and not isinstance(value, bool) and value > small:
@@ -162,10 +174,13 @@ def shrink(config):
             setattr(config, field, type(heads)(_divisor(width, h) for h in heads))
     heads = getattr(config, "num_attention_heads", None)
     kv = getattr(config, "num_key_value_heads", None)
-    if isinstance(heads, int) and isinstance(kv, int) and heads % kv:
+    if isinstance(heads, int) and isinstance(kv, int) and (heads % kv or mha):
         config.num_key_value_heads = heads
     if isinstance(getattr(config, "head_dim", None), int) and width and isinstance(heads, int):
         _set(config, "head_dim", width // heads)
+    parts = [getattr(config, f, None) for f in ("qk_nope_head_dim", "qk_rope_head_dim")]
+    if isinstance(getattr(config, "qk_head_dim", None), int) and all(isinstance(p, int) for p in parts):
+        _set(config, "qk_head_dim", sum(parts))  # derived in the config's __init__
     vocab = getattr(config, "vocab_size", None)
     for field in TOKEN_IDS:
         tid = getattr(config, field, None)
