@@ -16,8 +16,8 @@ SHRINK = {
     "num_attention_heads": 4, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
     "num_heads": 4, "num_key_value_heads": 2,
     "head_dim": 8, "d_kv": 8, "rotary_dim": 8,
-    "vocab_size": 128, "max_position_embeddings": 64, "max_source_positions": 32,
-    "max_target_positions": 64,
+    "vocab_size": 128, "decoder_vocab_size": 128, "max_position_embeddings": 64,
+    "max_source_positions": 32, "max_target_positions": 64,
     "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
     "image_size": 32, "patch_size": 8,
     # Widths a model keeps beside its hidden size (ALBERT's and MobileBERT's
