@@ -251,6 +251,18 @@ def test_debug_compare_cpu_runs_ops_that_have_no_cpu_kernel():
     assert r.returncode != 0 and "aten::mul.Tensor" in r.stderr  # comparing still works after it
 
 
+def test_debug_compare_cpu_compares_factory_ops_made_on_tpu():
+    # A factory's reference runs on the CPU, not on the device it names
+    # (which recursed until the stack overflowed).
+    r = run_python("""
+        import torch, torch_tpu
+        h = torch.arange(16, device="tpu")
+        m = (h >= 14).long() + torch.ones(16, dtype=torch.long, device="tpu")
+        print("sum", m.cpu().sum().item())
+    """, TPU_LAUNCH_BLOCKING="1", TORCH_TPU_DEBUG_COMPARE_CPU="1")
+    assert r.returncode == 0 and "sum 18" in r.stdout, r.stderr[-2000:]
+
+
 def test_debug_compare_cpu_catches_out_of_range_indices():
     r = run_python("""
         import torch, torch_tpu

@@ -173,3 +173,18 @@ def test_derived_tiny_configs_build_and_run_on_the_cpu(model_type, check):
     outputs, grads = worker._forward_backward(model.float().eval(), inputs)
     assert outputs and grads
     assert sum(p.numel() for p in model.parameters()) < 5_000_000
+
+
+def test_the_float64_judge_sees_only_the_tensors_past_the_table():
+    # "flushed" holds denormals that XLA flushes to zero: far below atol, so
+    # the table passes it, yet a float64 judge of it alone would not. "far"
+    # is past the table but as close to float64 as the CPU: a match, judged
+    # by itself.
+    ref = {"flushed": torch.tensor([1e-40, 3e-40], dtype=torch.float64),
+           "far": torch.tensor([1e6, 1e-3], dtype=torch.float64)}
+    cpu = {"flushed": torch.tensor([1e-40, 3e-40]), "far": torch.tensor([1e6, 0.05])}
+    tpu = {"flushed": torch.tensor([0.0, 0.0]), "far": torch.tensor([1e6, -0.04])}
+    d = compare.differences(tpu, cpu, {"aten::mm"})
+    assert d["failed"] == ["far"] and not d["ok"]
+    assert compare.no_worse_than_cpu(tpu, cpu, ref, names=d["failed"])
+    assert not compare.no_worse_than_cpu(tpu, cpu, ref)

@@ -14,6 +14,9 @@ namespace {
 double reference_offset = 0;
 
 c10::IValue to_host(const c10::IValue& v) {
+  // A factory op's device argument (arange(..., device="tpu")): left on tpu,
+  // the CPU reference would dispatch back here, without end.
+  if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) return c10::IValue(c10::Device(c10::kCPU));
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     return t.defined() ? c10::IValue(t.detach().to(c10::kCPU).clone()) : v;
