@@ -42,6 +42,7 @@ _SWIN = {"patch_size": 2, "window_size": 2}
 OVERRIDES = {
     # Its default leaves the experts per token unset (None), which routing cannot take.
     "deepseek_v2": {"num_experts_per_tok": 2},
+    "donut-swin": _SWIN,
     # Its default has no vocabulary nor pad and mask ids (ESM-2's tokenizer sets them).
     "esm": {"mask_token_id": 32, "pad_token_id": 1, "vocab_size": 128},
     "maskformer-swin": _SWIN,
