@@ -175,7 +175,9 @@ def shrink(config):
             setattr(config, field, type(heads)(_divisor(width, h) for h in heads))
     heads = getattr(config, "num_attention_heads", None)
     kv = getattr(config, "num_key_value_heads", None)
-    if isinstance(heads, int) and isinstance(kv, int) and (heads % kv or mha):
+    # None means one per head in most configs; Nemotron's model divides by it as it is.
+    unset = kv is None and hasattr(config, "num_key_value_heads")
+    if isinstance(heads, int) and (unset or isinstance(kv, int) and (heads % kv or mha)):
         config.num_key_value_heads = heads
     if isinstance(getattr(config, "head_dim", None), int) and width and isinstance(heads, int):
         _set(config, "head_dim", width // heads)
