@@ -234,6 +234,16 @@ Value padded_cat(Context& ctx, const Args& args, const std::vector<Value>& sizes
   return resize(b, work, dim, bound);
 }
 
+// Element i of a NumberList argument, as the int64 parameter it is fed as.
+Value list_number(Context& ctx, const Arg& list, size_t i) {
+  Arg n;
+  n.kind = Arg::Kind::Number;
+  n.index = list.index;
+  n.element = static_cast<int>(i);
+  n.number = list.numbers.at(i);
+  return ctx.number(n, E::I64);
+}
+
 struct SlotRef {
   size_t arg;
   int entry;  // -1: a Tensor argument
@@ -269,13 +279,8 @@ std::vector<Value> lower_padded(Context& ctx, const Args& all) {
     if (v) slots[s].shape = v->shape();
     slots[s].dim = static_cast<int>(dims[s]);
     if (dims[s] < 0) continue;
-    Arg n;
-    n.kind = Arg::Kind::Number;
-    n.index = all[k + 3].index;
-    n.element = padded;
-    n.number = all[k + 3].numbers.at(padded++);
-    slots[s].size = n.number.i;
-    sizes[s] = ctx.number(n, E::I64);
+    slots[s].size = all[k + 3].numbers.at(padded).i;
+    sizes[s] = list_number(ctx, all[k + 3], padded++);
   }
   const Rule& rule = rules().at(name);
   std::optional<Fills> fills = plan_padded(name, args, slots);
@@ -317,14 +322,7 @@ std::vector<Value> lower_unpad(Context& ctx, const Args& a) {
 
 std::vector<Value> lower_box(Context& ctx, const Args& a) {
   std::vector<Value> starts;
-  for (size_t i = 0; i < a[2].numbers.size(); ++i) {
-    Arg n;
-    n.kind = Arg::Kind::Number;
-    n.index = a[2].index;
-    n.element = static_cast<int>(i);
-    n.number = a[2].numbers[i];
-    starts.push_back(ctx.number(n, E::I64));
-  }
+  for (size_t i = 0; i < a[2].numbers.size(); ++i) starts.push_back(list_number(ctx, a[2], i));
   return {ctx.b.dynamic_slice(a[0].as_tensor(), starts, a[1].as_ints())};
 }
 

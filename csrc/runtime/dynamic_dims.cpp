@@ -195,6 +195,84 @@ void unpad(Storage& s) {
   s.base = (capturing() ? run_op_alone(call) : run_op(call)).at(0);
 }
 
+namespace {
+
+// The op's inputs as lowering/padded.h sees them, and `logical`'s padded
+// inputs pointed at stand-ins of their exact types (for type inference).
+struct Inputs {
+  std::vector<lowering::PaddedSlot> slots;
+  std::vector<int64_t> dims, sizes;
+  std::vector<std::unique_ptr<Storage>> stand_ins;
+};
+
+Inputs describe_inputs(const std::vector<TensorInput*>& slots, OpCall& logical) {
+  Inputs r;
+  std::vector<TensorInput*> logical_slots = slots_of(logical);
+  for (size_t s = 0; s < slots.size(); ++s) {
+    lowering::PaddedSlot ps;
+    ps.present = slots[s] != nullptr;
+    if (reads_padded(slots[s])) {
+      const auto& base = slots[s]->storage->base;
+      ps.shape = base->type().shape;
+      ps.dim = base->padding().dim;
+      ps.size = base->padding().size;
+      r.sizes.push_back(ps.size);
+      auto fake = std::make_unique<Storage>(slots[s]->storage->nbytes, logical.device);
+      fake->base = DeviceBuffer::deferred_zeros(base->logical_type(), logical.device);
+      logical_slots[s]->storage = fake.get();
+      r.stand_ins.push_back(std::move(fake));
+    } else if (ps.present) {
+      ps.shape = slots[s]->view.sizes;
+    }
+    r.dims.push_back(ps.dim);
+    r.slots.push_back(std::move(ps));
+  }
+  return r;
+}
+
+// `call` as the padded wrapper of lowering/padded.h, its padded inputs read
+// whole; the output spec (argument k + 2) is filled in later.
+OpCall wrap(const OpCall& call, const std::vector<TensorInput*>& slots, const Inputs& in) {
+  OpCall wrapped = call;
+  std::vector<TensorInput*> wrapped_slots = slots_of(wrapped);
+  for (size_t s = 0; s < slots.size(); ++s)
+    if (in.dims[s] >= 0) *wrapped_slots[s] = physical(slots[s]->storage);
+  size_t k = wrapped.args.size();
+  Arg inner = make_arg(Arg::Kind::String, k), dims = make_arg(Arg::Kind::IntList, k + 1);
+  inner.s = call.lowering->name;
+  dims.ints = in.dims;
+  wrapped.lowering = &lowering::padded_lowering();
+  wrapped.args.push_back(inner);
+  wrapped.args.push_back(dims);
+  wrapped.args.push_back(make_arg(Arg::Kind::IntList, k + 2));
+  wrapped.args.push_back(int_numbers(in.sizes, k + 3));
+  wrapped.inputs.resize(wrapped.args.size());
+  return wrapped;
+}
+
+// (dim, bound) per output: where the exact result (`want`) and the one on
+// padded inputs (`have`) differ, padded to the bucket of the exact size;
+// nullopt when they differ in more than that. A growing cat pads along its
+// dimension even when no input was padded.
+std::optional<std::vector<int64_t>> output_spec(const std::vector<TensorType>& want,
+                                                const std::vector<TensorType>& have,
+                                                std::optional<int64_t> grow_dim) {
+  if (want.size() != have.size()) return std::nullopt;
+  std::vector<int64_t> spec;
+  for (size_t j = 0; j < want.size(); ++j) {
+    if (want[j].rank() != have[j].rank() || want[j].dtype != have[j].dtype) return std::nullopt;
+    std::vector<int> diff = differing_dims(want[j], have[j]);
+    if (j == 0 && diff.empty() && grow_dim && want[0].rank() > 0)
+      diff = {static_cast<int>(*grow_dim < 0 ? *grow_dim + want[0].rank() : *grow_dim)};
+    if (diff.size() > 1) return std::nullopt;
+    spec.push_back(diff.empty() ? -1 : diff[0]);
+    spec.push_back(diff.empty() ? 0 : bucket_of(want[j].shape[diff[0]]));
+  }
+  return spec;
+}
+
+}  // namespace
+
 std::optional<std::vector<std::shared_ptr<DeviceBuffer>>> run_padded(
     OpCall& call, std::vector<std::unique_ptr<Storage>>& staged) {
   std::vector<TensorInput*> slots = slots_of(call);
@@ -212,72 +290,23 @@ std::optional<std::vector<std::shared_ptr<DeviceBuffer>>> run_padded(
     if (ruled && whole_tensor(in)) continue;
     read_box(*in, staged);  // else read exact (by record)
   }
-  if (!ruled) return std::nullopt;
+  if (!ruled || !call.destinations.empty()) return std::nullopt;
   for (auto* in : slots)
     if (reads_padded(in) && !whole_tensor(in)) return std::nullopt;
 
-  std::vector<lowering::PaddedSlot> plan_slots;
-  std::vector<int64_t> dims, sizes;
-  std::vector<std::unique_ptr<Storage>> exact;  // logical stand-ins, for types
   OpCall logical = call;
-  std::vector<TensorInput*> logical_slots = slots_of(logical);
-  for (size_t s = 0; s < slots.size(); ++s) {
-    lowering::PaddedSlot ps;
-    ps.present = slots[s] != nullptr;
-    if (reads_padded(slots[s])) {
-      const auto& base = slots[s]->storage->base;
-      ps.shape = base->type().shape;
-      ps.dim = base->padding().dim;
-      ps.size = base->padding().size;
-      sizes.push_back(ps.size);
-      auto fake = std::make_unique<Storage>(slots[s]->storage->nbytes, call.device);
-      fake->base = DeviceBuffer::deferred_zeros(base->logical_type(), call.device);
-      logical_slots[s]->storage = fake.get();
-      exact.push_back(std::move(fake));
-    } else if (ps.present) {
-      ps.shape = slots[s]->view.sizes;
-    }
-    dims.push_back(ps.dim);
-    plan_slots.push_back(std::move(ps));
-  }
-  if (!call.destinations.empty() || !lowering::plan_padded(name, call.args, plan_slots)) return std::nullopt;
-
-  OpCall wrapped = call;
-  std::vector<TensorInput*> wrapped_slots = slots_of(wrapped);
-  for (size_t s = 0; s < slots.size(); ++s)
-    if (dims[s] >= 0) *wrapped_slots[s] = physical(slots[s]->storage);
-  size_t k = wrapped.args.size();
-  Arg inner = make_arg(Arg::Kind::String, k), slot_dims = make_arg(Arg::Kind::IntList, k + 1),
-      outs = make_arg(Arg::Kind::IntList, k + 2);
-  inner.s = name;
-  slot_dims.ints = dims;
-  wrapped.lowering = &lowering::padded_lowering();
-  wrapped.args.push_back(inner);
-  wrapped.args.push_back(slot_dims);
-  wrapped.args.push_back(outs);
-  wrapped.args.push_back(int_numbers(sizes, k + 3));
-  wrapped.inputs.resize(wrapped.args.size());
-
+  Inputs in = describe_inputs(slots, logical);
+  if (!lowering::plan_padded(name, call.args, in.slots)) return std::nullopt;
+  OpCall wrapped = wrap(call, slots, in);
   std::vector<TensorType> want = result_types(logical);
-  std::vector<TensorType> have = result_types(wrapped);
-  if (want.size() != have.size()) return std::nullopt;
-  std::vector<int64_t> out_spec;
-  for (size_t j = 0; j < want.size(); ++j) {
-    std::vector<int> diff = want[j].rank() == have[j].rank() ? differing_dims(want[j], have[j])
-                                                             : std::vector<int>{-1, -1};
-    if (growing && j == 0 && diff.empty()) {
-      int64_t rank = want[0].rank();
-      diff = {static_cast<int>(call.args[1].i < 0 ? call.args[1].i + rank : call.args[1].i)};
-    }
-    if (diff.size() > 1 || want[j].dtype != have[j].dtype) return std::nullopt;
-    out_spec.push_back(diff.empty() ? -1 : diff[0]);
-    out_spec.push_back(diff.empty() ? 0 : bucket_of(want[j].shape[diff[0]]));
-  }
-  wrapped.args[k + 2].ints = out_spec;
+  auto spec = output_spec(want, result_types(wrapped),
+                          growing ? std::optional<int64_t>(call.args[1].i) : std::nullopt);
+  if (!spec) return std::nullopt;
+  wrapped.args[wrapped.args.size() - 2].ints = *spec;
   std::vector<std::shared_ptr<DeviceBuffer>> results = run_op(wrapped);
   for (size_t j = 0; j < results.size(); ++j)
-    if (results[j] && out_spec[2 * j] >= 0)
-      results[j]->set_padding(static_cast<int>(out_spec[2 * j]), want[j].shape[out_spec[2 * j]]);
+    if (results[j] && (*spec)[2 * j] >= 0)
+      results[j]->set_padding(static_cast<int>((*spec)[2 * j]), want[j].shape[(*spec)[2 * j]]);
   return results;
 }
 
