@@ -275,12 +275,16 @@ std::optional<std::vector<int64_t>> output_spec(const std::vector<TensorType>& w
 
 std::optional<std::vector<std::shared_ptr<DeviceBuffer>>> run_padded(
     OpCall& call, std::vector<std::unique_ptr<Storage>>& staged) {
-  std::vector<TensorInput*> slots = slots_of(call);
+  // Every op passes here: the common case (nothing padded, not a cat) is a
+  // scan of the inputs.
   bool any = false;
-  for (auto* in : slots) any = any || reads_padded(in);
-  const std::string& name = call.lowering->name;
-  bool growing = !any && name == "aten::cat" && growing_cat(call);
+  for (const auto& ins : call.inputs)
+    for (const auto& in : ins) any = any || (in && reads_padded(&*in));
+  static const lowering::Lowering* cat = lowering::find_lowering("aten::cat");
+  bool growing = !any && call.lowering == cat && growing_cat(call);
   if (!any && !growing) return std::nullopt;
+  std::vector<TensorInput*> slots = slots_of(call);
+  const std::string& name = call.lowering->name;
   bool ruled = lowering::has_padded_rule(name) && !call.lowering->static_numbers;
   auto whole_tensor = [](const TensorInput* in) {
     return is_identity(in->view, in->storage->base->logical_type());
