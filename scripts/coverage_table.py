@@ -275,8 +275,8 @@ def _is_out(name: str) -> bool:
 
 
 def _functional_twin(name: str):
-    """For an out= overload, the functional overload ATen generates it from (add.out -> add.Tensor
-    is not one: only the naming of generated wrappers, `X.out` -> `X`, `X.Y_out` -> `X.Y`)."""
+    """The functional overload an out= overload wraps, when it is named the way ATen names the
+    out= wrappers it generates: `X.out` for `X`, `X.Y_out` for `X.Y`."""
     if not _is_out(name):
         return None
     stem, _, overload = name.partition(".")
