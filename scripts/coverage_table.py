@@ -109,7 +109,6 @@ REASONS = {
     "_add_relu*": "fused add + relu of the JIT fusion passes: not yet lowered",
     "_addmm_activation": "fused addmm + relu/gelu (inductor's CUDA epilogue): not yet lowered",
     "_aminmax": "deprecated alias of aminmax (lowered): not routed",
-    "_cholesky_solve_helper": "not yet lowered (linalg_cholesky_ex and linalg_solve_triangular are)",
     "_convert_weight_to_int4pack_for_cpu": CPU_ONLY,
     "_cummax_helper": CPU_ONLY,
     "_cummin_helper": CPU_ONLY,
@@ -147,8 +146,8 @@ REASONS = {
     "_transformer_encoder_layer_fwd": "TransformerEncoderLayer's eval fast path: not yet lowered",
     "_weight_int4pack_mm_for_cpu": CPU_ONLY,
     "binomial": SAMPLER,
-    "cholesky": "not yet lowered (linalg_cholesky_ex is)",
-    "cholesky_inverse": "not yet lowered (linalg_cholesky_ex and linalg_solve_triangular are)",
+    "cholesky": "not yet lowered: the CPU raises on a matrix that is not positive-definite, which "
+                "needs a host sync (torch.linalg.cholesky, on linalg_cholesky_ex, is lowered)",
     "dequantize": QUANTIZED,
     "fake_quantize_*": FAKE_QUANT,
     "from_file": "reads a host file: the CPU fallback is the natural implementation",
@@ -185,7 +184,6 @@ REASONS = {
     "special_zeta": SERIES,
     "sspaddmm": SPARSE,
     "to_mkldnn": MKLDNN,
-    "triangular_solve": "not yet lowered (linalg_solve_triangular is)",
 }
 NO_CPU_KERNEL = "the op it wraps has no CPU kernel either (CUDA, cuDNN or oneDNN tensors only)"
 # Reasons that the CPU fallback cannot get around either.

@@ -1,6 +1,9 @@
 """Ops real models call beyond Core ATen, against the CPU in every eager mode:
 isin (every overload, invert, out=), complex and polar, multi_margin_loss,
-grid_sampler_2d (bicubic too) and antialiased bilinear interpolation.
+grid_sampler_2d (bicubic too) and antialiased bilinear interpolation; and
+(OpInfo samples here, edge cases in their families' suites) renorm,
+cholesky_inverse, cholesky_solve, triangular_solve and
+special.modified_bessel_i0/i1.
 
 Each op first runs PyTorch's own OpInfo samples through the OpInfo harness
 (tests/opinfo/harness.py: forward, then the input gradients with a random
@@ -22,13 +25,21 @@ NAN, INF = float("nan"), float("inf")
 # (OpInfo key, dtypes, samples per dtype): the samples are PyTorch's.
 # nn.functional.grid_sample's samples are grid_sampler_2d's plus 3-d ones
 # (grid_sampler_3d, not lowered), so grid_sampler_2d stands for it.
+# renorm leaves out complex: the CPU's gradient of its inf-norm sample is NaN
+# (tests/test_reduction.py checks complex renorm against the CPU otherwise).
 OPINFO = [
     ("_upsample_bilinear2d_aa", ("float32", "float64"), 8),
+    ("cholesky_inverse", ("float32", "float64", "complex64"), 12),
+    ("cholesky_solve", ("float32", "float64", "complex64"), 12),
     ("complex", ("float32", "float64"), 8),
     ("grid_sampler_2d", ("float32", "float64"), 12),
     ("isin", ("float32", "int64", "int32", "uint8", "float64"), 8),
     ("nn.functional.multi_margin_loss", ("float32", "float64"), 12),
     ("polar", ("float32", "float64"), 8),
+    ("renorm", ("float32", "float64", "bfloat16"), 4),
+    ("special.modified_bessel_i0", ("float32", "float64"), 40),
+    ("special.modified_bessel_i1", ("float32", "float64"), 40),
+    ("triangular_solve", ("float32", "float64", "complex64"), 16),
 ]
 
 

@@ -373,6 +373,8 @@ Values float_double_unary(Context& ctx, const Args& args) {
 }
 constexpr char kErfcx[] = "erfcx_cpu";
 constexpr char kLogNdtr[] = "log_ndtr_cpu";
+constexpr char kModifiedBesselI0[] = "modified_bessel_i0_cpu";
+constexpr char kModifiedBesselI1[] = "modified_bessel_i1_cpu";
 constexpr char kNdtri[] = "ndtri_cpu";
 
 Values lower_polygamma(Context& ctx, const Args& args) {
@@ -577,6 +579,9 @@ TPU_LOWERING("aten::special_i0e", real_unary<i0e_impl>);
 TPU_LOWERING("aten::special_i1", real_unary<i1_impl>);
 TPU_LOWERING("aten::special_i1e", real_unary<i1e_impl>);
 TPU_LOWERING("aten::special_log_ndtr", float_double_unary<log_ndtr_impl, kLogNdtr>);
+// I0 and I1 again (torch.special.modified_bessel_i0/i1), with kernels for float and double only.
+TPU_LOWERING("aten::special_modified_bessel_i0", float_double_unary<i0_impl, kModifiedBesselI0>);
+TPU_LOWERING("aten::special_modified_bessel_i1", float_double_unary<i1_impl, kModifiedBesselI1>);
 TPU_LOWERING("aten::special_ndtri", float_double_unary<ndtri_impl, kNdtri>);
 TPU_LOWERING("aten::special_xlog1py", lower_xlog1py);
 TPU_LOWERING("aten::special_xlog1py.other_scalar", lower_xlog1py);
