@@ -367,7 +367,8 @@ Value log_cumsum_exp(Context& ctx, const Args& args) {
   return cast(b, xa, x.dtype());
 }
 
-// ord is a static number (the program's shape depends on it).
+}  // namespace
+
 Value vector_norm(Context& ctx, Value x, double ord, const Arg& dims_arg, bool keepdim,
                   std::optional<E> dtype) {
   Builder& b = ctx.b;
@@ -400,6 +401,8 @@ Value vector_norm(Context& ctx, Value x, double ord, const Arg& dims_arg, bool k
   }
   return cast(b, keep(b, r, x.shape(), dims, keepdim), out);
 }
+
+namespace {
 
 // ---- lowerings, one per ATen overload
 
