@@ -1,5 +1,6 @@
 """linalg.cpp on tpu against the CPU: trace, vdot, linalg.cross, solve_triangular, cholesky(_ex),
-cholesky_inverse, cholesky_solve, triangular_solve, isin, bucketize, searchsorted, tril/triu_indices; backward where PyTorch differentiates them.
+cholesky_inverse, cholesky_solve, triangular_solve, isin, bucketize, searchsorted (scalar values, empty
+sequences too), tril/triu_indices; backward where PyTorch differentiates them.
 Float32 linear algebra uses tolerances of 1e-4 (XLA's blocked solves round differently)."""
 import pytest
 import torch
@@ -175,6 +176,23 @@ def test_bucketize_searchsorted(dtype, right):
     sorter = torch.argsort(raw)
     check(lambda b, x: torch.searchsorted(b, x, sorter=sorter.to(b.device), right=right), raw, v)
     check(lambda b, x: torch.searchsorted(b, x, sorter=sorter[0].to(b.device), right=right), raw[0], v)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_bucketize_searchsorted_scalar_and_empty(dtype):
+    bounds = torch.sort(make((9,), dtype))[0]
+    for v in (bounds[4].item(), 0, 2.5, -1e9, 1e9):
+        for right in (False, True):
+            check(lambda b: torch.bucketize(v, b, right=right), bounds)
+            check(lambda b: torch.searchsorted(b, v, right=right, out_int32=True), bounds)
+            check(lambda b: torch.searchsorted(b, v, side="right" if right else "left",
+                                              sorter=torch.argsort(b).to(b.device)), -bounds)
+    # An empty sequence puts everything at 0, sorter or not.
+    empty, v = torch.tensor([], dtype=dtype), make((3,), dtype, seed=1)
+    check(lambda b, x: torch.searchsorted(b, x), empty, v)
+    check(lambda b, x: torch.searchsorted(b, x, sorter=torch.tensor([], dtype=torch.int64, device=b.device)), empty, v)
+    with pytest.raises(RuntimeError, match="scalar only when boundaries tensor dimension is 1"):
+        torch.searchsorted(torch.ones(2, 3, device=DEV), 2.0)
 
 
 @pytest.mark.parametrize("args", [(3, 4, 0), (4, 3, 1), (5, 5, -2), (0, 3, 0), (3, 3, 10), (3, 3, -10)])

@@ -276,16 +276,26 @@ Value count_below(Builder& b, Value seq, Value vals, bool right, bool int32) {
   return b.reduce_sum(b.convert(c, out), {r - 1});
 }
 
+// The values searched for: a tensor, or (the .Scalar overloads) a number that
+// compares in the type it promotes to with the sequence.
+Value search_values(Context& ctx, const Arg& values, const Arg& seq) {
+  if (values.kind != Arg::Kind::Number) return values.as_tensor();
+  return operand(ctx, values, result_type(ctx, {&seq, &values}));
+}
+
 Values lower_bucketize(Context& ctx, const Args& a) {
-  Value x = a[0].as_tensor(), bounds = a[1].as_tensor();
+  Value x = search_values(ctx, a[0], a[1]), bounds = a[1].as_tensor();
   TPU_CHECK(bounds.rank() == 1, ErrorKind::Runtime, "boundaries tensor must be 1 dimension, but got dim(", bounds.rank(), ")");
   return {count_below(ctx.b, bounds, x, a[3].as_bool(), a[2].as_bool())};
 }
 
 Values lower_searchsorted(Context& ctx, const Args& a) {
   Builder& b = ctx.b;
-  Value seq = a[0].as_tensor(), x = a[1].as_tensor();
+  Value seq = a[0].as_tensor(), x = search_values(ctx, a[1], a[0]);
   bool right = a[3].as_bool();
+  TPU_CHECK(a[1].kind != Arg::Kind::Number || seq.rank() == 1, ErrorKind::Runtime,
+            "torch.searchsorted(): input value can be a scalar only when boundaries tensor dimension is 1, but we got "
+            "boundaries tensor dim(", seq.rank(), ") and input value's dim(0) numel(1)");
   if (!a[4].is_none()) {
     TPU_CHECK(!(a[4].s == "left" && right), ErrorKind::Runtime,
               "torch.searchsorted(): side and right can't be set to opposites, got side of left while right was True");
@@ -299,7 +309,9 @@ Values lower_searchsorted(Context& ctx, const Args& a) {
               "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries "
               "tensor and input value tensor must match");
   }
-  if (auto sorter = a[5].opt_tensor()) {
+  auto sorter = a[5].opt_tensor();
+  // An empty sequence has nothing to reorder (and a gather from it is malformed).
+  if (sorter && seq.shape()[seq.rank() - 1] > 0) {
     // Sort the sequence through the sorter (take_along_dim on the last dim).
     int64_t r = seq.rank(), m = seq.shape()[r - 1];
     Value idx = cast(b, *sorter, E::I64);
@@ -345,6 +357,7 @@ Values lower_tri_indices(Context& ctx, const Args& a) {
 }  // namespace
 
 TPU_LOWERING("aten::_cholesky_solve_helper", lower_cholesky_solve_helper);
+TPU_LOWERING("aten::bucketize.Scalar", lower_bucketize);
 TPU_LOWERING("aten::bucketize.Tensor", lower_bucketize);
 TPU_LOWERING("aten::cholesky_inverse", lower_cholesky_inverse);
 TPU_LOWERING("aten::isin.Scalar_Tensor", lower_isin);
@@ -353,6 +366,7 @@ TPU_LOWERING("aten::isin.Tensor_Tensor", lower_isin);
 TPU_LOWERING("aten::linalg_cholesky_ex", lower_cholesky_ex);
 TPU_LOWERING("aten::linalg_cross", lower_linalg_cross);
 TPU_LOWERING("aten::linalg_solve_triangular", lower_solve_triangular);
+TPU_LOWERING("aten::searchsorted.Scalar", lower_searchsorted);
 TPU_LOWERING("aten::searchsorted.Tensor", lower_searchsorted);
 TPU_LOWERING("aten::trace", lower_trace);
 TPU_LOWERING("aten::triangular_solve", lower_triangular_solve);
