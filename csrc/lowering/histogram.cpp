@@ -14,6 +14,7 @@
 // side when they are equal). The CPU raises when that range is not finite; the
 // device cannot raise, so those counts come out NaN instead of plausible.
 #include <cmath>
+#include <string>
 
 #include "lowering/common.h"
 #include "lowering/registry.h"
@@ -102,8 +103,11 @@ std::vector<Value> lower_histc(Context& ctx, const Args& a) {
 
 // ---- torch.histogram: (hist, bin_edges), the CPU's histogramdd for one dimension
 
-// The checks the CPU's histogramdd makes of x, its weight and (when a tensor)
-// its bins; it counts float and double only.
+// A type as histogramdd's messages name it (C++'s names).
+std::string c_name(E t) { return t == E::F32 ? "float" : t == E::F64 ? "double" : scalar_type_name(t); }
+
+// The checks the CPU's histogramdd makes of x and its weight; it counts float
+// and double only.
 void check_histogram(const Value& x, const std::optional<Value>& weight) {
   E t = x.dtype();
   TPU_CHECK(t == E::F32 || t == E::F64, ErrorKind::NotImplemented, "\"histogramdd\" not implemented for '",
@@ -111,13 +115,11 @@ void check_histogram(const Value& x, const std::optional<Value>& weight) {
   if (!weight) return;
   TPU_CHECK(weight->shape() == x.shape(), ErrorKind::Runtime,
             "torch.histogramdd: if weight tensor is provided it should have the same shape as the input tensor "
-            "excluding its innermost dimension, but got input with shape [", x.type.numel(), ", 1] and weight with shape [",
-            weight->type.numel(), "]");
+            "excluding its innermost dimension, but got input with shape [",
+            x.type.numel(), ", 1] and weight with shape [", weight->type.numel(), "]");
   TPU_CHECK(weight->dtype() == t, ErrorKind::Runtime,
             "torch.histogramdd: if weight tensor is provided, input tensor and weight tensor should have the same "
-            "dtype, but got input(", hlo::is_float(t) && t == E::F32 ? "float" : "double", "), and weight(",
-            weight->dtype() == E::F32 ? "float" : weight->dtype() == E::F64 ? "double" : scalar_type_name(weight->dtype()),
-            ")");
+            "dtype, but got input(", c_name(t), "), and weight(", c_name(weight->dtype()), ")");
 }
 
 // hist from each value's bin (pos, [n] i64, `bins` = dropped), weighted, and as a
@@ -218,8 +220,7 @@ std::vector<Value> lower_histogram_bins_tensor(Context& ctx, const Args& a) {
             edges.rank(), " dimensions in the bins tensor for dimension 0");
   TPU_CHECK(edges.dtype() == x.dtype(), ErrorKind::Runtime,
             "torch.histogramdd: input tensor and bins tensors should have the same dtype, but got input with dtype ",
-            x.dtype() == E::F32 ? "float" : "double", " and bins for dimension 0 with dtype ",
-            edges.dtype() == E::F32 ? "float" : edges.dtype() == E::F64 ? "double" : scalar_type_name(edges.dtype()));
+            c_name(x.dtype()), " and bins for dimension 0 with dtype ", c_name(edges.dtype()));
   int64_t m = edges.shape()[0], bins = m - 1, n = x.type.numel();
   TPU_CHECK(bins > 0, ErrorKind::Runtime, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
   if (n == 0) return {finish_histogram(b, b.zeros(E::I64, {0}), std::nullopt, edges, bins, density), edges};

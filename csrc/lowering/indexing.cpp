@@ -169,8 +169,9 @@ std::vector<Value> lower_embedding_renorm(Context& ctx, const Args& a) {
   TPU_CHECK(w.rank() == 2, ErrorKind::Runtime, "Expected 2-dimensional tensor, but got ", w.rank(),
             "-dimensional tensor for argument #1 'self' (while checking arguments for embedding_renorm_)");
   TPU_CHECK(is_index_type(indices.dtype()), ErrorKind::Runtime,
-            "Expected tensor for argument #2 'indices' to have one of the following scalar types: Long, Int; but got "
-            "torch.", scalar_type_name(indices.dtype()), "Tensor instead (while checking arguments for embedding_renorm_)");
+            "Expected tensor for argument #2 'indices' to have one of the following scalar types: Long, Int; "
+            "but got torch.", scalar_type_name(indices.dtype()),
+            "Tensor instead (while checking arguments for embedding_renorm_)");
   E t = w.dtype();
   TPU_CHECK(hlo::is_float(t) || hlo::is_complex(t), ErrorKind::Runtime,
             "norm(): input dtype should be either floating point or complex. Got ", scalar_type_name(t), " instead.");

@@ -470,7 +470,8 @@ std::vector<Value> lower_renorm(Context& ctx, const Args& a) {
   Builder& b = ctx.b;
   Value x = a[0].as_tensor();
   double p = a[1].number.as_double(), maxnorm = a[3].number.as_double();
-  TPU_CHECK(x.rank() > 1, ErrorKind::Runtime, "renorm: input needs at least 2 dimensions, got ", x.rank(), " dimensions");
+  TPU_CHECK(x.rank() > 1, ErrorKind::Runtime, "renorm: input needs at least 2 dimensions, got ", x.rank(),
+            " dimensions");
   TPU_CHECK(p > 0, ErrorKind::Runtime, "renorm: non-positive-norm not supported");
   TPU_CHECK(maxnorm >= 0, ErrorKind::Runtime, "renorm: expected maxnorm to be >= 0 but got ", maxnorm);
   int64_t dim = wrap_dim(a[2].as_int(), x.rank());
