@@ -180,7 +180,6 @@ REASONS = {
     "special_modified_bessel_*": SERIES,
     "special_scaled_modified_bessel_*": SERIES,
     "special_shifted_chebyshev_polynomial_*": SERIES,
-    "special_spherical_bessel_j0": SERIES,
     "special_zeta": SERIES,
     "sspaddmm": SPARSE,
     "to_mkldnn": MKLDNN,

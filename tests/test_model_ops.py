@@ -3,7 +3,8 @@ isin (every overload, invert, out=), complex and polar, multi_margin_loss,
 grid_sampler_2d (bicubic too) and antialiased bilinear interpolation; and
 (OpInfo samples here, edge cases in their families' suites) renorm,
 cholesky_inverse, cholesky_solve, triangular_solve, histogram,
-multilabel_margin_loss and special.modified_bessel_i0/i1.
+multilabel_margin_loss, special.modified_bessel_i0/i1 and
+special.spherical_bessel_j0.
 
 Each op first runs PyTorch's own OpInfo samples through the OpInfo harness
 (tests/opinfo/harness.py: forward, then the input gradients with a random
@@ -41,6 +42,7 @@ OPINFO = [
     ("renorm", ("float32", "float64", "bfloat16"), 4),
     ("special.modified_bessel_i0", ("float32", "float64"), 40),
     ("special.modified_bessel_i1", ("float32", "float64"), 40),
+    ("special.spherical_bessel_j0", ("float32", "float64"), 40),
     ("triangular_solve", ("float32", "float64", "complex64"), 16),
 ]
 

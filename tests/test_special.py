@@ -100,19 +100,23 @@ def test_erfcx_log_ndtr_ndtri(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
-def test_modified_bessel_i0_i1(dtype):
-    # The same functions as i0 and special.i1, with kernels for float and double only.
-    x = torch.cat([make((64,), torch.float64, -30, 30),
-                   torch.tensor([0.0, -0.0, 1e-30, 8.0, -8.0, 700.0, float("inf"), -float("inf"), float("nan")])])
+def test_modified_bessel_i0_i1_spherical_bessel_j0(dtype):
+    # modified_bessel_i0/i1 are i0 and special.i1 again; spherical_bessel_j0 switches to
+    # its series below |x| = 0.5. Kernels for float and double only.
+    x = torch.cat([make((64,), torch.float64, -30, 30), make((16,), torch.float64, -0.6, 0.6),
+                   torch.tensor([0.0, -0.0, 1e-30, 0.5, -0.5, 8.0, -8.0, 700.0, float("inf"), -float("inf"),
+                                 float("nan")])])
     x = x.round() if not dtype.is_floating_point else x
     x = x[x.isfinite()] if not dtype.is_floating_point else x
-    for fn in (torch.special.modified_bessel_i0, torch.special.modified_bessel_i1):
+    for fn in (torch.special.modified_bessel_i0, torch.special.modified_bessel_i1,
+               torch.special.spherical_bessel_j0):
         check(fn, x.to(dtype))
 
 
-def test_modified_bessel_half_unsupported():
+def test_float_double_bessels_half_unsupported():
     for fn, kernel in [(torch.special.modified_bessel_i0, "modified_bessel_i0_cpu"),
-                       (torch.special.modified_bessel_i1, "modified_bessel_i1_cpu")]:
+                       (torch.special.modified_bessel_i1, "modified_bessel_i1_cpu"),
+                       (torch.special.spherical_bessel_j0, "spherical_bessel_j0_cpu")]:
         with pytest.raises(NotImplementedError, match=kernel):
             fn(torch.ones(2, dtype=torch.bfloat16, device=DEV))
 

@@ -258,6 +258,19 @@ Value sinc_impl(Builder& b, Value x) {
   return b.select(eq(b, x, 0), splat(b, 1, x), b.div(b.sine(p), p));
 }
 
+// Spherical Bessel j0 = sin(x) / x: for |x| < 0.5 its Taylor series through
+// x^12, summed by Horner in PyTorch's order; 0 at +-inf.
+Value spherical_j0_impl(Builder& b, Value x) {
+  const double coef[] = {1.0 / 6227020800.0, -1.0 / 39916800.0, 1.0 / 362880.0,
+                         -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0};  // (-1)^k / (2k+1)!, k = 6..1
+  Value x2 = b.mul(x, x);
+  Value s = splat(b, coef[0], x);
+  for (int i = 1; i < 6; ++i) s = b.add(splat(b, coef[i], x), b.mul(x2, s));
+  Value series = b.add(splat(b, 1, x), b.mul(x2, s));
+  Value r = b.select(lt(b, b.abs(x), 0.5), series, b.div(b.sine(x), x));
+  return b.select(eq(b, b.abs(x), INFINITY), splat(b, 0, x), r);
+}
+
 Value entr_impl(Builder& b, Value x) {
   Value r = b.neg(b.mul(x, b.log(x)));
   r = b.select(eq(b, x, 0), splat(b, 0, x), r);
@@ -375,6 +388,7 @@ constexpr char kErfcx[] = "erfcx_cpu";
 constexpr char kLogNdtr[] = "log_ndtr_cpu";
 constexpr char kModifiedBesselI0[] = "modified_bessel_i0_cpu";
 constexpr char kModifiedBesselI1[] = "modified_bessel_i1_cpu";
+constexpr char kSphericalBesselJ0[] = "spherical_bessel_j0_cpu";
 constexpr char kNdtri[] = "ndtri_cpu";
 
 Values lower_polygamma(Context& ctx, const Args& args) {
@@ -583,6 +597,7 @@ TPU_LOWERING("aten::special_log_ndtr", float_double_unary<log_ndtr_impl, kLogNdt
 TPU_LOWERING("aten::special_modified_bessel_i0", float_double_unary<i0_impl, kModifiedBesselI0>);
 TPU_LOWERING("aten::special_modified_bessel_i1", float_double_unary<i1_impl, kModifiedBesselI1>);
 TPU_LOWERING("aten::special_ndtri", float_double_unary<ndtri_impl, kNdtri>);
+TPU_LOWERING("aten::special_spherical_bessel_j0", float_double_unary<spherical_j0_impl, kSphericalBesselJ0>);
 TPU_LOWERING("aten::special_xlog1py", lower_xlog1py);
 TPU_LOWERING("aten::special_xlog1py.other_scalar", lower_xlog1py);
 TPU_LOWERING("aten::special_xlog1py.self_scalar", lower_xlog1py);
