@@ -2,7 +2,7 @@
 isin (every overload, invert, out=), complex and polar, multi_margin_loss,
 grid_sampler_2d (bicubic too) and antialiased bilinear interpolation; and
 (OpInfo samples here, edge cases in their families' suites) renorm,
-cholesky_inverse, cholesky_solve, triangular_solve, histogram,
+cholesky_inverse, cholesky_solve, triangular_solve, frexp, histogram,
 multilabel_margin_loss, special.modified_bessel_i0/i1 and
 special.spherical_bessel_j0.
 
@@ -33,6 +33,7 @@ OPINFO = [
     ("cholesky_inverse", ("float32", "float64", "complex64"), 12),
     ("cholesky_solve", ("float32", "float64", "complex64"), 12),
     ("complex", ("float32", "float64"), 8),
+    ("frexp", ("float32", "float64", "bfloat16"), 16),
     ("grid_sampler_2d", ("float32", "float64"), 12),
     ("histogram", ("float32", "float64"), 32),
     ("isin", ("float32", "int64", "int32", "uint8", "float64"), 8),

@@ -121,6 +121,30 @@ def test_float_double_bessels_half_unsupported():
             fn(torch.ones(2, dtype=torch.bfloat16, device=DEV))
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_frexp(dtype):
+    # Exact, subnormals included (read from the bits: the plugin may flush them in float math).
+    x = torch.cat([make((64,), torch.float64, -1e3, 1e3),
+                   torch.tensor([0.0, -0.0, 0.5, 1.0, -5.5, 3.4e38, 1.1754944e-38, 1e-40, -1e-44, 2.0**-149,
+                                 -2.0**-126, 1e-310, 2.0**-1074, 1e308, float("inf"), -float("inf"), float("nan")],
+                                dtype=torch.float64)]).to(dtype)
+    want = torch.frexp(x)
+    got = torch.frexp(x.to(DEV))
+    for g, w in zip(got, want):
+        assert g.device.type == DEV and g.dtype == w.dtype
+        torch.testing.assert_close(g.cpu(), w, equal_nan=True, rtol=0, atol=0)
+    m, e = torch.empty_like(x).to(DEV), torch.empty(x.shape, dtype=torch.int32).to(DEV)
+    torch.frexp(x.to(DEV), out=(m, e))
+    torch.testing.assert_close(m.cpu(), want.mantissa, equal_nan=True, rtol=0, atol=0)
+    torch.testing.assert_close(e.cpu(), want.exponent, rtol=0, atol=0)
+    check(lambda t: torch.frexp(t).mantissa, make((16,), dtype, 0.1, 50), grad=True)
+
+
+def test_frexp_needs_floats():
+    with pytest.raises(RuntimeError, match="only supports floating-point dtypes"):
+        torch.frexp(torch.ones(2, dtype=torch.int64, device=DEV))
+
+
 def test_erfcx_half_unsupported():
     with pytest.raises(NotImplementedError, match="erfcx_cpu"):
         torch.special.erfcx(torch.ones(2, dtype=torch.bfloat16, device=DEV))
