@@ -63,6 +63,6 @@ opinfo-report: build
 opinfo-full: build
 	env -u TORCH_TPU_CPU_FALLBACK $(PYTHON) tests/opinfo/run.py --ops all --dtypes all --max-samples $(OPINFO_MAX_SAMPLES)
 
-# docs/coverage.md from the registry (tests/test_coverage_table.py fails when it is stale).
+# docs/coverage.md from the registry (tests/opinfo/test_coverage_table.py fails when it is stale).
 coverage-table: build
 	$(PYTHON) scripts/coverage_table.py --write

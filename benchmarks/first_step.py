@@ -9,7 +9,8 @@ were compiled on the way, for work whose shapes are new:
   generate_64_static   the same with cache_implementation="static" (strict and
                 cpu_eager; transformers then compiles the forward with torch.compile)
   size_loop     a small function (matmul, bias, tanh, softmax, sum) called on
-                32 inputs of different lengths
+                32 inputs of different lengths; on tpu eager each input is
+                marked with torch_tpu.dynamic_dims(x, 0), as a user would
 
 in each of
 
@@ -246,6 +247,10 @@ def size_loop(config, n):
     device = "cpu" if config == "cpu_eager" else "tpu"
     w, b = w.to(device), b.to(device)
     xs = [x.to(device) for x in xs]
+    if config in ("strict", "defer_and_fuse"):
+        import torch_tpu
+
+        xs = [torch_tpu.dynamic_dims(x, 0) for x in xs]
     if config == "compile":
         f = torch.compile(f, backend="tpu", dynamic=True)
     on_tpu = device == "tpu"

@@ -7,7 +7,7 @@ import torch_tpu
 # Ops nobody is expected to lower soon; each is checked against lowered_ops().
 UNLOWERED = {
     "bessel_j0": ("aten::special_bessel_j0", "bessel_j0"),
-    "cholesky": ("aten::linalg_cholesky_ex", "linalg_cholesky"),
+    "inv": ("aten::linalg_inv_ex", "linalg_inv_ex"),
 }
 
 
@@ -38,7 +38,7 @@ def test_unlowered_op_raises_not_implemented(key, tpu, run_python):
         import torch, torch_tpu
         x = torch.tensor([[4.0, 2.0], [2.0, 3.0]]).to("tpu")
         try:
-            {'torch.special.bessel_j0(x)' if key == 'bessel_j0' else 'torch.linalg.cholesky(x)'}
+            {'torch.special.bessel_j0(x)' if key == 'bessel_j0' else 'torch.linalg.inv(x)'}
             print("NO ERROR")
         except NotImplementedError as e:
             print("NotImplementedError:", e)
@@ -71,17 +71,17 @@ with warnings.catch_warnings(record=True) as caught:
     r1 = torch.special.bessel_j0(x.to("tpu"))
     r2 = torch.special.bessel_j0(x.to("tpu")[::2])
     r3 = torch.special.bessel_j0(x.to("tpu"))
-    L1 = torch.linalg.cholesky(A.to("tpu"))
-    L2 = torch.linalg.cholesky(A.to("tpu"))
+    inv1 = torch.linalg.inv(A.to("tpu"))
+    inv2 = torch.linalg.inv(A.to("tpu"))
     out = torch.empty(9).to("tpu")
     torch.special.bessel_j0(x.to("tpu"), out=out)
 msgs = [str(w.message) for w in caught if "TORCH_TPU_CPU_FALLBACK" in str(w.message)]
-assert r1.device.type == "tpu" and L1.device.type == "tpu", (r1.device, L1.device)
+assert r1.device.type == "tpu" and inv1.device.type == "tpu", (r1.device, inv1.device)
 torch.testing.assert_close(r1.cpu(), torch.special.bessel_j0(x))
 torch.testing.assert_close(r2.cpu(), torch.special.bessel_j0(x[::2]))
 torch.testing.assert_close(r3.cpu(), torch.special.bessel_j0(x))
-torch.testing.assert_close(L1.cpu(), torch.linalg.cholesky(A))
-torch.testing.assert_close(L2.cpu(), torch.linalg.cholesky(A))
+torch.testing.assert_close(inv1.cpu(), torch.linalg.inv(A))
+torch.testing.assert_close(inv2.cpu(), torch.linalg.inv(A))
 torch.testing.assert_close(out.cpu(), torch.special.bessel_j0(x))
 print("WARNINGS", len(msgs))
 for m in msgs:
@@ -92,16 +92,16 @@ print("OK")
 
 def test_cpu_fallback_matches_cpu_and_warns_once_per_op(run_python):
     _require_unlowered("bessel_j0")
-    _require_unlowered("cholesky")
+    _require_unlowered("inv")
     r = run_python(FALLBACK_SCRIPT, TORCH_TPU_CPU_FALLBACK="1")
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     lines = r.stdout.strip().splitlines()
     assert lines[-1] == "OK"
     warnings = [l for l in lines if l.startswith("W:")]
-    # one per op: bessel_j0 (3 calls + out=) and cholesky (2 calls)
+    # one per op: bessel_j0 (3 calls + out=) and linalg_inv_ex (2 calls)
     assert len(warnings) == 2, warnings
     assert sum("bessel_j0" in w for w in warnings) == 1
-    assert sum("cholesky" in w for w in warnings) == 1
+    assert sum("linalg_inv_ex" in w for w in warnings) == 1
 
 
 def test_cpu_fallback_inplace_through_view(run_python):

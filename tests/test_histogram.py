@@ -1,4 +1,4 @@
-"""torch.histc on tpu against the CPU: explicit and data-derived ranges,
+"""torch.histc and torch.histogram on tpu against the CPU: explicit and data-derived ranges,
 edge values, NaN and infinities, half types, integer ids (counted as CUDA does;
 the CPU refuses them, so its float result is the reference), and the CPU's
 argument errors."""
@@ -81,3 +81,59 @@ def test_histc_argument_errors_as_on_cpu(x, kw, err, match, tpu):
         torch.histc(x, **kw)
     with pytest.raises(err, match=match):
         torch.histc(x.to(tpu), **kw)
+
+
+# ---- torch.histogram: (hist, bin_edges)
+
+G = torch.Generator().manual_seed(5)
+HISTOGRAM = [
+    ("data_range", torch.tensor([1.0, 2, 2, 3, 10]), dict(bins=4)),
+    ("one_value_widened", torch.tensor([2.0, 2]), dict(bins=2)),
+    ("empty", torch.tensor([]), dict(bins=3)),
+    ("empty_density", torch.tensor([]), dict(bins=3, density=True)),
+    ("range_edges_nan_inf", torch.tensor([0.0, 0.25, 0.5, 1.0, 1.5, -0.1, NAN, INF]), dict(bins=4, range=(0.0, 1.0))),
+    ("weight_density", torch.randn(100, generator=G), dict(bins=9, weight=torch.rand(100, generator=G), density=True)),
+    ("float64_2d", torch.randn(20, 30, generator=G).double(), dict(bins=17, range=(-1.0, 2.0))),
+    ("edges", torch.tensor([0.0, 1, 1, 4, 5, 6, -1]), dict(bins=torch.tensor([0.0, 1, 5]))),
+    ("edges_weight_density", torch.randn(50, generator=G),
+     dict(bins=torch.tensor([-2.0, -0.5, 0, 0.1, 3]), weight=torch.rand(50, generator=G), density=True)),
+    ("edges_decreasing", torch.tensor([0.0, 2, 4]), dict(bins=torch.tensor([5.0, 1, 0]))),
+    ("edges_empty_input", torch.tensor([]), dict(bins=torch.tensor([0.0, 1, 5]), density=True)),
+]
+
+
+@pytest.mark.parametrize("name,x,kw", HISTOGRAM, ids=[c[0] for c in HISTOGRAM])
+def test_histogram_matches_cpu(name, x, kw, tpu):
+    want = torch.histogram(x, **kw)
+    got = torch.histogram(x.to(tpu), **{k: v.to(tpu) if isinstance(v, torch.Tensor) else v for k, v in kw.items()})
+    for g, w in zip(got, want):
+        assert g.device == tpu and g.dtype == w.dtype
+        torch.testing.assert_close(g.cpu(), w, equal_nan=True)
+
+
+def test_histogram_non_finite_data_range_is_nan_not_plausible(tpu):
+    # As histc: the CPU raises, the device cannot, so every count is NaN.
+    with pytest.raises(RuntimeError, match="not finite"):
+        torch.histogram(torch.tensor([1.0, INF]), bins=3)
+    assert torch.histogram(torch.tensor([1.0, INF]).to(tpu), bins=3).hist.isnan().all()
+
+
+@pytest.mark.parametrize("args,kw", [
+    ((torch.tensor([1, 2]), 3), {}),
+    ((torch.tensor([1.0, 2]).half(), 3), {}),
+    ((torch.tensor([1.0, 2]), 0), {}),
+    ((torch.tensor([1.0, 2]), 3), dict(range=(2.0, 1.0))),
+    ((torch.tensor([1.0, 2]), 3), dict(range=(0.0, INF))),
+    ((torch.tensor([1.0, 2]), 3), dict(weight=torch.ones(3))),
+    ((torch.tensor([1.0, 2]), 3), dict(weight=torch.ones(2).double())),
+    ((torch.tensor([1.0, 2]), torch.tensor([1.0])), {}),
+    ((torch.tensor([1.0, 2]), torch.tensor([[0.0, 1]])), {}),
+    ((torch.tensor([1.0, 2]), torch.tensor([0.0, 1]).double()), {}),
+])
+def test_histogram_argument_errors_as_on_cpu(args, kw, tpu):
+    with pytest.raises(Exception) as cpu_err:
+        torch.histogram(*args, **kw)
+    with pytest.raises(type(cpu_err.value)) as dev_err:
+        torch.histogram(*[a.to(tpu) if isinstance(a, torch.Tensor) else a for a in args],
+                        **{k: v.to(tpu) if isinstance(v, torch.Tensor) else v for k, v in kw.items()})
+    assert str(cpu_err.value).splitlines()[0] in str(dev_err.value)

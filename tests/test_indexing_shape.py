@@ -1,4 +1,4 @@
-"""Indexing (index_select, embedding, gather, scatter*, advanced indexing, index_put,
+"""Indexing (index_select, embedding and its max_norm renorm, gather, scatter*, advanced indexing, index_put,
 index_add) and data-copying shape ops (cat, stack, pad, repeat, flip, roll, tril/triu)
 on tpu against the CPU: values, dtypes, shapes, gradients and errors."""
 import pytest
@@ -121,6 +121,40 @@ def test_embedding_module_int32_indices():
     cpu(i).backward(g)
     dev(to_dev(i)).backward(to_dev(g))
     torch.testing.assert_close(dev.weight.grad.cpu(), cpu.weight.grad)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float64])
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, float("inf")])
+def test_embedding_max_norm(dtype, norm_type):
+    # Rows of all sizes, some named twice, some not at all: the lookup, the renormed
+    # table (F.embedding writes it in place) and the gradient match the CPU's.
+    w = make((10, 4), dtype) * torch.linspace(0.1, 3, 10).view(10, 1).to(dtype)
+    i = torch.tensor([[1, 3, 3], [9, 0, 7]])
+    tables = []
+
+    def fn(w, i):
+        out = F.embedding(i, w, max_norm=1.5, norm_type=norm_type)
+        tables.append(w.detach().cpu())
+        return out
+
+    check(fn, w, i, grad=(0,))
+    torch.testing.assert_close(tables[1], tables[0])
+    assert not torch.equal(tables[0], w), "no row was renormed"
+    check(lambda w, i: torch.embedding_renorm_(w, i, 1.0, norm_type), w, torch.tensor([], dtype=torch.int64))
+    check(lambda w, i: torch.embedding_renorm_(w, i, 0.5, norm_type), w, idx(10, (5,), seed=2, dtype=torch.int32))
+
+
+def test_embedding_max_norm_module_and_errors():
+    cpu = torch.nn.Embedding(20, 8, max_norm=1.0)
+    dev = torch.nn.Embedding(20, 8, max_norm=1.0)
+    dev.load_state_dict(cpu.state_dict())
+    dev.to(DEV)
+    i = torch.tensor([[1, 2], [2, 19]])
+    torch.testing.assert_close(dev(to_dev(i)).cpu(), cpu(i))
+    torch.testing.assert_close(dev.weight.detach().cpu(), cpu.weight.detach())
+    raises_like(lambda w, i: torch.embedding_renorm_(w, i, 1.0, 2.0), make((3,)), torch.tensor([0]))
+    raises_like(lambda w, i: torch.embedding_renorm_(w, i, 1.0, 2.0), make((3, 2)), torch.tensor([0.0]))
+    raises_like(lambda w, i: torch.embedding_renorm_(w, i, 1.0, 2.0), make((3, 2), torch.int64), torch.tensor([1]))
 
 
 def test_embedding_dense_backward_direct():

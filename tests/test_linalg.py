@@ -1,5 +1,6 @@
 """linalg.cpp on tpu against the CPU: trace, vdot, linalg.cross, solve_triangular, cholesky(_ex),
-isin, bucketize, searchsorted, tril/triu_indices; backward where PyTorch differentiates them.
+cholesky_inverse, cholesky_solve, triangular_solve, isin, bucketize, searchsorted (scalar values, empty
+sequences too), tril/triu_indices; backward where PyTorch differentiates them.
 Float32 linear algebra uses tolerances of 1e-4 (XLA's blocked solves round differently)."""
 import pytest
 import torch
@@ -91,6 +92,66 @@ def test_cholesky(dtype, upper):
     assert torch.equal(info.cpu() != 0, torch.linalg.cholesky_ex(bad)[1] != 0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_inverse_and_solve(dtype, upper):
+    a = spd(4, (2,), torch.float64)
+    if dtype.is_complex:
+        a = a + 1j * (make((2, 4, 4), torch.float64, seed=3) - make((2, 4, 4), torch.float64, seed=3).mT)
+    factor = torch.linalg.cholesky(a, upper=upper).to(dtype)
+    tol = LA_TOL.get(dtype, dict(atol=1e-4, rtol=1e-4))
+    check(lambda f: torch.cholesky_inverse(f, upper=upper), factor, grad=True, **tol)
+    check(lambda f: torch.cholesky_inverse(f, upper=upper), factor[0], **tol)
+    # cholesky_solve broadcasts B's batch against the factor's.
+    b = make((3, 1, 4, 2), dtype, seed=1)
+    check(lambda x, f: torch.cholesky_solve(x, f, upper=upper), b, factor, grad=True, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("unit", [False, True])
+def test_triangular_solve(dtype, upper, transpose, unit):
+    a = spd(4, (2, 1), torch.float64)
+    if dtype.is_complex:
+        a = a + 1j * make((2, 1, 4, 4), torch.float64, seed=3)
+    a = a.to(dtype)
+    b = make((3, 4, 2), dtype, seed=1)
+    tol = LA_TOL.get(dtype, dict(atol=1e-4, rtol=1e-4))
+    # Both results: the solution and A broadcast to the common batch.
+    for i in range(2):
+        check(lambda y, x: torch.triangular_solve(y, x, upper=upper, transpose=transpose, unitriangular=unit)[i],
+              b, a, grad=i == 0, **tol)
+
+
+def test_triangular_solve_cholesky_inverse_empty_and_errors():
+    for fn, args in [(torch.triangular_solve, (torch.randn(0, 2), torch.eye(0))),
+                     (torch.triangular_solve, (torch.randn(3, 0), torch.eye(3))),
+                     (torch.cholesky_inverse, (torch.eye(0),))]:
+        want = fn(*args)
+        got = fn(*[x.to(DEV) for x in args])
+        for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+            assert g.device.type == DEV and g.shape == w.shape
+    bad = [
+        (torch.triangular_solve, (torch.randn(3), torch.eye(3))),
+        (torch.triangular_solve, (torch.randn(3, 2), torch.ones(3))),
+        (torch.triangular_solve, (torch.randn(3, 2), torch.ones(2, 3))),
+        (torch.triangular_solve, (torch.randn(4, 2), torch.eye(3))),
+        (torch.triangular_solve, (torch.randn(3, 2, dtype=torch.float64), torch.eye(3))),
+        (torch.triangular_solve, (torch.randn(3, 2).long(), torch.eye(3).long())),
+        (torch.cholesky_inverse, (torch.ones(3),)),
+        (torch.cholesky_inverse, (torch.ones(2, 3),)),
+        (torch.cholesky_inverse, (torch.eye(3).long(),)),
+        (torch.cholesky_inverse, (torch.eye(3).half(),)),
+    ]
+    for fn, args in bad:
+        with pytest.raises(Exception) as cpu_err:
+            fn(*args)
+        with pytest.raises(type(cpu_err.value)) as dev_err:
+            fn(*[x.to(DEV) for x in args])
+        assert str(cpu_err.value).splitlines()[0] in str(dev_err.value)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.int32, torch.uint8, torch.float64])
 def test_isin(dtype):
     x, t = make((4, 5), dtype), make((6,), dtype, seed=1)
@@ -115,6 +176,23 @@ def test_bucketize_searchsorted(dtype, right):
     sorter = torch.argsort(raw)
     check(lambda b, x: torch.searchsorted(b, x, sorter=sorter.to(b.device), right=right), raw, v)
     check(lambda b, x: torch.searchsorted(b, x, sorter=sorter[0].to(b.device), right=right), raw[0], v)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_bucketize_searchsorted_scalar_and_empty(dtype):
+    bounds = torch.sort(make((9,), dtype))[0]
+    for v in (bounds[4].item(), 0, 2.5, -1e9, 1e9):
+        for right in (False, True):
+            check(lambda b: torch.bucketize(v, b, right=right), bounds)
+            check(lambda b: torch.searchsorted(b, v, right=right, out_int32=True), bounds)
+            check(lambda b: torch.searchsorted(b, v, side="right" if right else "left",
+                                              sorter=torch.argsort(b).to(b.device)), -bounds)
+    # An empty sequence puts everything at 0, sorter or not.
+    empty, v = torch.tensor([], dtype=dtype), make((3,), dtype, seed=1)
+    check(lambda b, x: torch.searchsorted(b, x), empty, v)
+    check(lambda b, x: torch.searchsorted(b, x, sorter=torch.tensor([], dtype=torch.int64, device=b.device)), empty, v)
+    with pytest.raises(RuntimeError, match="scalar only when boundaries tensor dimension is 1"):
+        torch.searchsorted(torch.ones(2, 3, device=DEV), 2.0)
 
 
 @pytest.mark.parametrize("args", [(3, 4, 0), (4, 3, 1), (5, 5, -2), (0, 3, 0), (3, 3, 10), (3, 3, -10)])

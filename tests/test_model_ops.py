@@ -1,8 +1,11 @@
 """Ops real models call beyond Core ATen, against the CPU in every eager mode:
 isin (every overload, invert, out=), complex and polar, multi_margin_loss,
 grid_sampler_2d (bicubic too) and grid_sampler_3d, antialiased bilinear
-interpolation, and multinomial (by its statistics: the tpu generator is not
-the CPU's).
+interpolation, multinomial (by its statistics: the tpu generator is not the
+CPU's); and (OpInfo samples here, edge cases in their families' suites)
+renorm, cholesky_inverse, cholesky_solve, triangular_solve, frexp, histogram,
+multilabel_margin_loss, special.modified_bessel_i0/i1 and
+special.spherical_bessel_j0.
 
 Each op first runs PyTorch's own OpInfo samples through the OpInfo harness
 (tests/opinfo/harness.py: forward, then the input gradients with a random
@@ -22,15 +25,27 @@ import harness  # noqa: E402
 NAN, INF = float("nan"), float("inf")
 
 # (OpInfo key, dtypes, samples per dtype): the samples are PyTorch's.
+# renorm leaves out complex: the CPU's gradient of its inf-norm sample is NaN
+# (tests/test_reduction.py checks complex renorm against the CPU otherwise).
 OPINFO = [
     ("_upsample_bilinear2d_aa", ("float32", "float64"), 8),
+    ("cholesky_inverse", ("float32", "float64", "complex64"), 12),
+    ("cholesky_solve", ("float32", "float64", "complex64"), 12),
     ("complex", ("float32", "float64"), 8),
+    ("frexp", ("float32", "float64", "bfloat16"), 16),
     ("grid_sampler_2d", ("float32", "float64"), 12),
     ("grid_sampler_3d", ("float32", "float64"), 12),
+    ("histogram", ("float32", "float64"), 32),
     ("isin", ("float32", "int64", "int32", "uint8", "float64"), 8),
     ("nn.functional.grid_sample", ("float32", "float64"), 24),
     ("nn.functional.multi_margin_loss", ("float32", "float64"), 12),
+    ("nn.functional.multilabel_margin_loss", ("float32", "float64"), 12),
     ("polar", ("float32", "float64"), 8),
+    ("renorm", ("float32", "float64", "bfloat16"), 4),
+    ("special.modified_bessel_i0", ("float32", "float64"), 40),
+    ("special.modified_bessel_i1", ("float32", "float64"), 40),
+    ("special.spherical_bessel_j0", ("float32", "float64"), 40),
+    ("triangular_solve", ("float32", "float64", "complex64"), 16),
 ]
 
 
@@ -227,6 +242,53 @@ def test_multi_margin_loss_weight_errors_as_on_cpu():
             F.multi_margin_loss(x, t, weight=torch.ones(4, dtype=torch.float64).to(d))
         with pytest.raises(NotImplementedError, match="multi_margin_loss_cpu_kernel"):
             F.multi_margin_loss(x.long(), t)
+
+
+# ---- multilabel_margin_loss
+
+MULTILABEL = [
+    ("batch", torch.randn(4, 5, generator=torch.Generator().manual_seed(8), dtype=torch.float64),
+     torch.tensor([[3, 0, -1, 1, 2], [1, 2, 3, 4, 0], [-1, 2, 3, 0, 0], [4, 4, 1, -1, 3]])),
+    ("one_sample", torch.tensor([0.1, 0.2, 0.4, 0.8], dtype=torch.float64), torch.tensor([3, 0, -1, 1])),
+    ("scalar", torch.tensor(0.3, dtype=torch.float64), torch.tensor(0)),
+    # 1 - x[y] + x[i] == 0 exactly: no loss and no gradient, as on the CPU.
+    ("ties", torch.tensor([[1.0, 0.0, 2.0]], dtype=torch.float64), torch.tensor([[0, -1, 2]])),
+]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("name,x,target", MULTILABEL, ids=[c[0] for c in MULTILABEL])
+def test_multilabel_margin_loss_and_grad_match_cpu(name, x, target, reduction):
+    # Listed classes end at the first -1; a repeated one counts twice.
+    def run(d):
+        xd = x.to(d).requires_grad_()
+        loss = torch.nn.MultiLabelMarginLoss(reduction=reduction)(xd, target.to(d))
+        cot = torch.linspace(0.5, 2.0, loss.numel(), dtype=torch.float64).reshape(loss.shape)
+        (gx,) = torch.autograd.grad(loss, xd, cot.to(d))
+        return loss, gx
+
+    want, want_g = run("cpu")
+    got, got_g = run("tpu")
+    _same(got.detach(), want.detach())
+    _same(got_g, want_g)
+    _, is_target = torch.ops.aten.multilabel_margin_loss_forward(x.float().to("tpu"), target.to("tpu"), 1)
+    _same(is_target, torch.ops.aten.multilabel_margin_loss_forward(x.float(), target, 1)[1])
+
+
+@pytest.mark.parametrize("make,err,match", [
+    (lambda d: (torch.randn(2, 4).to(d), torch.zeros(2, 3, dtype=torch.long).to(d)), RuntimeError,
+     "inconsistent target size"),
+    (lambda d: (torch.randn(2, 4).to(d), torch.zeros(2, 4, dtype=torch.int32).to(d)), RuntimeError,
+     "expected scalar type Long but found Int"),
+    (lambda d: (torch.randn(2, 3, 4).to(d), torch.zeros(2, 3, 4, dtype=torch.long).to(d)), RuntimeError,
+     "Expected non-empty vector or matrix"),
+    (lambda d: (torch.randn(2, 4).bfloat16().to(d), torch.zeros(2, 4, dtype=torch.long).to(d)), NotImplementedError,
+     "multilabel_margin_loss_forward_out_frame"),
+], ids=["target_size", "target_dtype", "rank3", "bfloat16"])
+def test_multilabel_margin_loss_argument_errors_as_on_cpu(make, err, match):
+    for d in ("cpu", "tpu"):
+        with pytest.raises(err, match=match):
+            F.multilabel_margin_loss(*make(d))
 
 
 # ---- antialiased interpolation

@@ -366,6 +366,34 @@ def test_vector_norm_errors():
     raises_like(lambda t: torch.linalg.vector_norm(t, math.inf), torch.randn(0, 3))
 
 
+@pytest.mark.parametrize("p", [2, 1, 3, 0.5, math.inf])
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float64])
+def test_renorm(p, dtype):
+    # Slices along dim 0 have norms on both sides of maxnorm; torch.renorm and Tensor.renorm_.
+    x = make((4, 3, 5), dtype) * torch.tensor([0.1, 1.0, 3.0, 0.0]).view(4, 1, 1).to(dtype)
+    tol = dict(atol=1e-2, rtol=1e-2) if dtype in (torch.bfloat16, torch.float16) else {}
+    check(lambda t: torch.renorm(t, p, 0, 1.5), x, grad=True, **tol)
+    check(lambda t: torch.renorm(t, p, -1, 0.5), x, **tol)
+    check(lambda t: t.clone().renorm_(p, 1, 2.0), x, **tol)
+
+
+def test_renorm_complex_and_empty():
+    x = torch.complex(make((3, 4), torch.float32), make((3, 4), torch.float32, seed=1))
+    # The complex gradient only for p=2: the CPU's inf-norm gradient of a complex renorm
+    # is NaN (its mask |x| == norm misses every element), tpu's is finite.
+    check(lambda t: torch.renorm(t, 2, 1, 0.8), x, grad=True)
+    check(lambda t: torch.renorm(t, math.inf, 0, 0.8), x)
+    check(lambda t: torch.renorm(t, 2, 1, 1.0), torch.randn(0, 3))
+
+
+def test_renorm_errors():
+    raises_like(lambda t: torch.renorm(t, 2, 0, 1.0), make((3,), torch.float32))
+    m = make((3, 2), torch.float32)
+    for p, dim, maxnorm in [(0, 0, 1.0), (-1, 0, 1.0), (2, 0, -1.0), (2, 3, 1.0)]:
+        raises_like(lambda t: torch.renorm(t, p, dim, maxnorm), m)
+    raises_like(lambda t: torch.renorm(t, 2, 0, 1.0), make((3, 2), torch.int64))
+
+
 def test_clip_grad_norm_foreach_norm():
     ps = [make((3, 4), torch.float32, seed=1), make((5,), torch.float32, seed=2)]
     gs = [make(p.shape, torch.float32, seed=3 + i) for i, p in enumerate(ps)]

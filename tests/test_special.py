@@ -99,6 +99,52 @@ def test_erfcx_log_ndtr_ndtri(dtype):
     check(torch.special.ndtri, p, **tol_for(dtype, 1e-5))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+def test_modified_bessel_i0_i1_spherical_bessel_j0(dtype):
+    # modified_bessel_i0/i1 are i0 and special.i1 again; spherical_bessel_j0 switches to
+    # its series below |x| = 0.5. Kernels for float and double only.
+    x = torch.cat([make((64,), torch.float64, -30, 30), make((16,), torch.float64, -0.6, 0.6),
+                   torch.tensor([0.0, -0.0, 1e-30, 0.5, -0.5, 8.0, -8.0, 700.0, float("inf"), -float("inf"),
+                                 float("nan")])])
+    x = x.round() if not dtype.is_floating_point else x
+    x = x[x.isfinite()] if not dtype.is_floating_point else x
+    for fn in (torch.special.modified_bessel_i0, torch.special.modified_bessel_i1,
+               torch.special.spherical_bessel_j0):
+        check(fn, x.to(dtype))
+
+
+def test_float_double_bessels_half_unsupported():
+    for fn, kernel in [(torch.special.modified_bessel_i0, "modified_bessel_i0_cpu"),
+                       (torch.special.modified_bessel_i1, "modified_bessel_i1_cpu"),
+                       (torch.special.spherical_bessel_j0, "spherical_bessel_j0_cpu")]:
+        with pytest.raises(NotImplementedError, match=kernel):
+            fn(torch.ones(2, dtype=torch.bfloat16, device=DEV))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_frexp(dtype):
+    # Exact, subnormals included (read from the bits: the plugin may flush them in float math).
+    x = torch.cat([make((64,), torch.float64, -1e3, 1e3),
+                   torch.tensor([0.0, -0.0, 0.5, 1.0, -5.5, 3.4e38, 1.1754944e-38, 1e-40, -1e-44, 2.0**-149,
+                                 -2.0**-126, 1e-310, 2.0**-1074, 1e308, float("inf"), -float("inf"), float("nan")],
+                                dtype=torch.float64)]).to(dtype)
+    want = torch.frexp(x)
+    got = torch.frexp(x.to(DEV))
+    for g, w in zip(got, want):
+        assert g.device.type == DEV and g.dtype == w.dtype
+        torch.testing.assert_close(g.cpu(), w, equal_nan=True, rtol=0, atol=0)
+    m, e = torch.empty_like(x).to(DEV), torch.empty(x.shape, dtype=torch.int32).to(DEV)
+    torch.frexp(x.to(DEV), out=(m, e))
+    torch.testing.assert_close(m.cpu(), want.mantissa, equal_nan=True, rtol=0, atol=0)
+    torch.testing.assert_close(e.cpu(), want.exponent, rtol=0, atol=0)
+    check(lambda t: torch.frexp(t).mantissa, make((16,), dtype, 0.1, 50), grad=True)
+
+
+def test_frexp_needs_floats():
+    with pytest.raises(RuntimeError, match="only supports floating-point dtypes"):
+        torch.frexp(torch.ones(2, dtype=torch.int64, device=DEV))
+
+
 def test_erfcx_half_unsupported():
     with pytest.raises(NotImplementedError, match="erfcx_cpu"):
         torch.special.erfcx(torch.ones(2, dtype=torch.bfloat16, device=DEV))

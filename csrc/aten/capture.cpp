@@ -14,6 +14,7 @@
 #include "aten/generator.h"
 #include "common/key_text.h"
 #include "aten/tensor_bridge.h"
+#include "runtime/dynamic_dims.h"
 #include "runtime/executor.h"
 
 namespace py = pybind11;
@@ -30,6 +31,8 @@ std::shared_ptr<runtime::DeviceBuffer> whole_base(const at::Tensor& t, const cha
               " must be a tpu tensor");
   runtime::Storage* s = storage_of(t);
   runtime::ViewGeometry g = geometry_of(t);
+  // Programs are keyed by their inputs' exact types (runtime/dynamic_dims.h).
+  translate_errors([&] { runtime::unpad(*s); });
   TORCH_CHECK_VALUE(runtime::covers_storage(g, s->nbytes) && s->base->type().dtype == g.dtype, what,
                     " must be a contiguous tensor covering its whole storage (call .contiguous())");
   return s->base;
@@ -135,7 +138,7 @@ py::tuple capture_plan(const py::list& args, const std::set<int64_t>& copy_slots
     append_int(key, a.storage_offset(), ':');
     // Programs take the device buffers behind the inputs: their shapes (which
     // may differ from the tensors', e.g. (3,) over (1, 3)) key them.
-    if (!copy) append_ints(key, storage_of(src)->base->type().shape);
+    if (!copy) append_ints(key, storage_of(src)->base->logical_type().shape);  // read exact
     key += ';';
   }
   return py::make_tuple(plan, py::bytes(key), plain);

@@ -22,6 +22,7 @@
 #include "runtime/device_memory.h"
 #include "runtime/device_timeline.h"
 #include "runtime/disk_cache.h"
+#include "runtime/dynamic_dims.h"
 #include "runtime/eager_mode.h"
 #include "runtime/executor.h"
 #include "runtime/failure_scope.h"
@@ -153,6 +154,24 @@ PYBIND11_MODULE(_C, m) {
   m.def("_cache_dir", []() { return runtime::disk_cache().dir(); });
   m.def("_clear_programs_for_test", []() { rt().clear_programs_for_test(); },
         "Test hook: forget the in-memory programs (the disk cache is read again)");
+  m.def(
+      "_pad_dimension",
+      [](const at::Tensor& t, int64_t dim) {
+        return aten::translate_errors([&] {
+          auto buffer = runtime::pad_dimension(aten::input_of(t), static_cast<int>(dim));
+          return aten::wrap_buffer(std::move(buffer), t.device().index());
+        });
+      },
+      "A copy of the tpu tensor padded along `dim` (runtime/dynamic_dims.h)");
+  m.def(
+      "_padding",
+      [](const at::Tensor& t) -> py::object {
+        const auto& base = aten::storage_of(t)->base;
+        if (!base->padded()) return py::none();
+        return py::make_tuple(base->padding().dim, base->padding().size,
+                              base->type().shape[base->padding().dim]);
+      },
+      "(dim, size, bound) of the tensor's padded buffer, or None");
   m.def("_graphs_in_flight", &runtime::graphs_in_flight,
         "Graphs compiling or launching on the worker, not settled yet (does not wait)");
   m.def("_launches_in_progress", []() { return rt().launches_in_progress(); },

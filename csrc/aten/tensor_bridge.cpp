@@ -80,7 +80,7 @@ void set_current_device(int index) { current = index; }
 at::Tensor wrap_buffer(std::shared_ptr<runtime::DeviceBuffer> buffer, int device) {
   int saved = current_device();
   set_current_device(device);
-  const auto& type = buffer->type();
+  const hlo::TensorType type = buffer->logical_type();
   std::vector<int64_t> sizes(type.shape.begin(), type.shape.end());
   at::Tensor t = at::detail::empty_generic(sizes, tpu_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),

@@ -53,6 +53,19 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& dims, bool k
 // dims of a reduction: empty/None means all dims.
 std::vector<int64_t> reduction_dims(const Arg& dims_arg, int64_t rank);
 
+// The values of linspace(lo, hi, steps) in the type of the rank-0 lo and hi,
+// with PyTorch's operation order (step = (hi - lo) / (steps - 1), each
+// operation rounded to that type): forward from lo over the first half,
+// backward from hi over the second, so that both ends are exact. Defined in
+// factory.cpp.
+Value linspace_values(hlo::Builder& b, Value lo, Value hi, int64_t steps);
+
+// torch.linalg.vector_norm of x over dims_arg (reduction_dims' convention), the
+// sum in f32 for half types; ord is a static number (the program depends on
+// it). Defined in reduction.cpp.
+Value vector_norm(Context& ctx, Value x, double ord, const Arg& dims_arg, bool keepdim,
+                  std::optional<ElementType> dtype);
+
 // NaN-propagating maximum and minimum of two values of one type and shape,
 // as torch.maximum, clamp and max/min reductions compute: plugins differ on
 // whether stablehlo.maximum/minimum return a NaN of either operand (the CPU

@@ -10,6 +10,22 @@
 
 namespace torch_tpu::lowering {
 
+Value linspace_values(hlo::Builder& b, Value lo, Value hi, int64_t steps) {
+  using E = ElementType;
+  using hlo::Compare;
+  E c = lo.dtype();
+  Shape shape{steps};
+  if (steps == 1) return b.broadcast_in_dim(lo, shape, {});
+  Value step = b.div(b.sub(hi, lo), b.constant(static_cast<double>(steps - 1), c));
+  step = b.broadcast_in_dim(step, shape, {});
+  Value idx = b.iota(hlo::TensorType{E::I64, shape}, 0);
+  Value from_start = b.add(b.broadcast_in_dim(lo, shape, {}), b.mul(step, b.convert(idx, c)));
+  Value back = b.convert(b.sub(b.full(static_cast<double>(steps - 1), E::I64, shape), idx), c);
+  Value from_end = b.sub(b.broadcast_in_dim(hi, shape, {}), b.mul(step, back));
+  Value first_half = b.compare(idx, b.full(static_cast<double>(steps / 2), E::I64, shape), Compare::LT);
+  return b.select(first_half, from_start, from_end);
+}
+
 namespace {
 
 using hlo::Builder;
@@ -125,22 +141,8 @@ Values lower_arange_start_step(Context& ctx, const Args& args) {
   return {arange(ctx, args.at(0), args.at(1), args.at(2), dtype_arg(args, 3))};
 }
 
-// The values of linspace(start, end, steps) in type c, with PyTorch's
-// operation order (step = (end - start) / (steps - 1), each operation
-// rounded to c): forward from start over the first half, backward from end
-// over the second, so that both ends are exact.
 Value linspace_values(Builder& b, double start, double end, int64_t steps, E c) {
-  Shape shape{steps};
-  if (steps == 1) return b.full(start, c, shape);
-  Value lo = b.constant(start, c), hi = b.constant(end, c);
-  Value step = b.div(b.sub(hi, lo), b.constant(static_cast<double>(steps - 1), c));
-  step = b.broadcast_in_dim(step, shape, {});
-  Value idx = b.iota(TensorType{E::I64, shape}, 0);
-  Value from_start = b.add(b.broadcast_in_dim(lo, shape, {}), b.mul(step, b.convert(idx, c)));
-  Value back = b.convert(b.sub(b.full(static_cast<double>(steps - 1), E::I64, shape), idx), c);
-  Value from_end = b.sub(b.broadcast_in_dim(hi, shape, {}), b.mul(step, back));
-  Value first_half = b.compare(idx, b.full(static_cast<double>(steps / 2), E::I64, shape), Compare::LT);
-  return b.select(first_half, from_start, from_end);
+  return lowering::linspace_values(b, b.constant(start, c), b.constant(end, c), steps);
 }
 
 int64_t checked_steps(const Arg& a) {

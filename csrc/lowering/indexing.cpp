@@ -157,6 +157,41 @@ std::vector<Value> lower_embedding_dense_backward(Context& ctx, const Args& a) {
   return {cast(b, add_rows(b, rows, idx, num), grad.dtype())};
 }
 
+// embedding_renorm(self, indices, max_norm, norm_type), the functional form of
+// what F.embedding(max_norm=...) calls before its lookup: each row of self named
+// in indices whose norm exceeds max_norm is scaled by max_norm / (norm + 1e-7),
+// the norm rounded to self's type first, as the CPU's row.norm() is. Positions
+// outside the table name no row (the CPU raises; TORCH_TPU_CHECK_INDICES does).
+std::vector<Value> lower_embedding_renorm(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value w = a[0].as_tensor(), indices = a[1].as_tensor();
+  double max_norm = a[2].as_float(), norm_type = a[3].as_float();
+  TPU_CHECK(w.rank() == 2, ErrorKind::Runtime, "Expected 2-dimensional tensor, but got ", w.rank(),
+            "-dimensional tensor for argument #1 'self' (while checking arguments for embedding_renorm_)");
+  TPU_CHECK(is_index_type(indices.dtype()), ErrorKind::Runtime,
+            "Expected tensor for argument #2 'indices' to have one of the following scalar types: Long, Int; "
+            "but got torch.", scalar_type_name(indices.dtype()),
+            "Tensor instead (while checking arguments for embedding_renorm_)");
+  E t = w.dtype();
+  TPU_CHECK(hlo::is_float(t) || hlo::is_complex(t), ErrorKind::Runtime,
+            "norm(): input dtype should be either floating point or complex. Got ", scalar_type_name(t), " instead.");
+  int64_t rows = w.shape()[0], k = indices.type.numel();
+  Arg row_dim;
+  row_dim.kind = Arg::Kind::Int;
+  row_dim.i = 1;
+  Value norm = vector_norm(ctx, w, norm_type, row_dim, false, std::nullopt);
+  E op = opmath(norm.dtype());
+  norm = cast(b, norm, op);
+  Value named = b.zeros(op, {rows});
+  if (k > 0) named = add_rows(b, b.full(1, op, {k}), b.reshape(cast(b, indices, E::I64), {k, 1}), rows);
+  Value limit = b.full(max_norm, op, {rows});
+  Value shrink = b.and_(b.compare(named, b.zeros(op, {rows}), Compare::GT), b.compare(norm, limit, Compare::GT));
+  Value scale = b.div(limit, b.add(norm, b.full(1e-7, op, {rows})));
+  Shape s = w.shape();
+  Value scaled = cast(b, b.mul(cast(b, w, opmath(t)), cast(b, b.broadcast_in_dim(scale, s, {0}), opmath(t))), t);
+  return {b.select(b.broadcast_in_dim(shrink, s, {0}), scaled, w)};
+}
+
 // Negative positions count from the end (for the ops that allow them).
 Value wrap_negative(Builder& b, Value idx, int64_t size) {
   Value i = cast(b, idx, E::I64);
@@ -666,6 +701,7 @@ std::vector<Value> lower_index_put(Context& ctx, const Args& a) {
 TPU_LOWERING("aten::_index_put_impl", lower_index_put);
 TPU_LOWERING("aten::embedding", lower_embedding);
 TPU_LOWERING("aten::embedding_dense_backward", lower_embedding_dense_backward);
+TPU_LOWERING("aten::embedding_renorm", lower_embedding_renorm);
 TPU_LOWERING("aten::gather", lower_gather);
 TPU_LOWERING("aten::index.Tensor", lower_index);
 TPU_LOWERING("aten::index_add", lower_index_add);

@@ -1,5 +1,6 @@
 // Linear algebra and small vector ops: trace, vdot, linalg_cross,
-// triangular solves and Cholesky (StableHLO's own ops), isin, bucketize and
+// triangular solves and Cholesky (StableHLO's own ops) and what is built from
+// them (cholesky_inverse, cholesky_solve, triangular_solve), isin, bucketize and
 // searchsorted (as counts of comparisons), tril/triu_indices (constants).
 #include <string>
 
@@ -103,6 +104,19 @@ Value with_batch(Builder& b, Value x, const Ints& batch) {
   return broadcast_to(b, x, s);
 }
 
+enum class Trans { None, Transpose, Adjoint };
+
+// op(A) X = B (left) or X op(A) = B for A and B of one type and batch. Only
+// A's `lower` or upper triangle is read, as LAPACK's trtrs/potrs/potri do.
+Value tri_solve(Builder& b, Value A, Value B, bool left, bool lower, bool unit, Trans trans) {
+  // Nothing to solve; the plugin need not accept zero-sized operands.
+  if (B.type.numel() == 0) return b.zeros(B.dtype(), B.shape());
+  const char* t = trans == Trans::None ? "NO_TRANSPOSE" : trans == Trans::Transpose ? "TRANSPOSE" : "ADJOINT";
+  std::string attrs = std::string("left_side = ") + (left ? "true" : "false") + ", lower = " + (lower ? "true" : "false") +
+                      ", unit_diagonal = " + (unit ? "true" : "false") + ", transpose_a = #stablehlo<transpose " + t + ">";
+  return b.op("stablehlo.triangular_solve", {A, B}, B.type, attrs);
+}
+
 Values lower_solve_triangular(Context& ctx, const Args& a) {
   Builder& b = ctx.b;
   Value A = a[0].as_tensor(), B = a[1].as_tensor();
@@ -118,10 +132,31 @@ Values lower_solve_triangular(Context& ctx, const Args& a) {
             B.shape()[B.rank() - 1], ")");
   Ints batch = broadcast_shapes(batch_of(A.shape()), batch_of(B.shape()));
   A = with_batch(b, cast(b, A, t), batch), B = with_batch(b, cast(b, B, t), batch);
-  std::string attrs = std::string("left_side = ") + (left ? "true" : "false") + ", lower = " + (upper ? "false" : "true") +
-                      ", unit_diagonal = " + (unit ? "true" : "false") +
-                      ", transpose_a = #stablehlo<transpose NO_TRANSPOSE>";
-  return {b.op("stablehlo.triangular_solve", {A, B}, B.type, attrs)};
+  return {tri_solve(b, A, B, left, !upper, unit, Trans::None)};
+}
+
+// torch.triangular_solve(b, A): A X = b, or A^T X = b (a plain transpose, also for
+// complex A); it also returns A broadcast to the common batch.
+Values lower_triangular_solve(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value B = a[0].as_tensor(), A = a[1].as_tensor();
+  bool upper = a[2].as_bool(), transpose = a[3].as_bool(), unit = a[4].as_bool();
+  TPU_CHECK(B.rank() >= 2, ErrorKind::Runtime, "torch.triangular_solve: Expected b to have at least 2 dimensions, but it has ",
+            B.rank(), " dimensions instead");
+  TPU_CHECK(A.rank() >= 2, ErrorKind::Runtime, "torch.triangular_solve: Expected A to have at least 2 dimensions, but it has ",
+            A.rank(), " dimensions instead");
+  int64_t n = A.shape()[A.rank() - 1];
+  TPU_CHECK(A.shape()[A.rank() - 2] == n, ErrorKind::Runtime, "A must be batches of square matrices, but they are ",
+            A.shape()[A.rank() - 2], " by ", n, " matrices");
+  TPU_CHECK(B.shape()[B.rank() - 2] == n, ErrorKind::Runtime, "Incompatible matrix sizes for triangular_solve: each A matrix is ",
+            n, " by ", n, " but each b matrix is ", B.shape()[B.rank() - 2], " by ", B.shape()[B.rank() - 1]);
+  TPU_CHECK(A.dtype() == B.dtype(), ErrorKind::Runtime, "Expected b and A to have the same dtype, but found b of type ",
+            scalar_type_name(B.dtype()), " and A of type ", scalar_type_name(A.dtype()), " instead.");
+  E t = A.dtype();
+  check_dtype(t == E::F32 || t == E::F64 || t == E::C64 || t == E::C128, "triangular_solve_cpu", t);
+  Ints batch = broadcast_shapes(batch_of(A.shape()), batch_of(B.shape()));
+  A = with_batch(b, A, batch), B = with_batch(b, B, batch);
+  return {tri_solve(b, A, B, true, !upper, unit, transpose ? Trans::Transpose : Trans::None), A};
 }
 
 Values lower_cholesky_ex(Context& ctx, const Args& a) {
@@ -152,6 +187,33 @@ Values lower_cholesky_ex(Context& ctx, const Args& a) {
     if (hlo::is_complex(L.dtype())) L = conj(b, L);
   }
   return {L, info};
+}
+
+// The inverse of A = L L^H (or U^H U) from its factor: L^-H L^-1 (U^-1 U^-H), two
+// triangular solves against the identity.
+Values lower_cholesky_inverse(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value F = a[0].as_tensor();
+  bool upper = a[1].as_bool();
+  TPU_CHECK(F.rank() >= 2, ErrorKind::Runtime, "cholesky_inverse: The input tensor A must have at least 2 dimensions.");
+  check_square(F, "cholesky_inverse");
+  E t = F.dtype();
+  check_dtype(t == E::F32 || t == E::F64 || t == E::C64 || t == E::C128, "cholesky_inverse_out_cpu", t);
+  Value eye = b.select(diag_mask(b, F.shape(), 0, Compare::EQ), b.full(1, t, F.shape()), b.zeros(t, F.shape()));
+  Value inner = tri_solve(b, F, eye, true, !upper, false, upper ? Trans::Adjoint : Trans::None);
+  return {tri_solve(b, F, inner, true, !upper, false, upper ? Trans::None : Trans::Adjoint)};
+}
+
+// cholesky_solve's kernel, after it has checked and broadcast its operands:
+// A X = B for A = L L^H (or U^H U) is two triangular solves.
+Values lower_cholesky_solve_helper(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value B = a[0].as_tensor(), F = a[1].as_tensor();
+  bool upper = a[2].as_bool();
+  E t = F.dtype();
+  check_dtype(t == E::F32 || t == E::F64 || t == E::C64 || t == E::C128, "cholesky_solve_cpu", t);
+  Value y = tri_solve(b, F, B, true, !upper, false, upper ? Trans::Adjoint : Trans::None);
+  return {tri_solve(b, F, y, true, !upper, false, upper ? Trans::None : Trans::Adjoint)};
 }
 
 // ---- isin, bucketize, searchsorted
@@ -214,16 +276,26 @@ Value count_below(Builder& b, Value seq, Value vals, bool right, bool int32) {
   return b.reduce_sum(b.convert(c, out), {r - 1});
 }
 
+// The values searched for: a tensor, or (the .Scalar overloads) a number that
+// compares in the type it promotes to with the sequence.
+Value search_values(Context& ctx, const Arg& values, const Arg& seq) {
+  if (values.kind != Arg::Kind::Number) return values.as_tensor();
+  return operand(ctx, values, result_type(ctx, {&seq, &values}));
+}
+
 Values lower_bucketize(Context& ctx, const Args& a) {
-  Value x = a[0].as_tensor(), bounds = a[1].as_tensor();
+  Value x = search_values(ctx, a[0], a[1]), bounds = a[1].as_tensor();
   TPU_CHECK(bounds.rank() == 1, ErrorKind::Runtime, "boundaries tensor must be 1 dimension, but got dim(", bounds.rank(), ")");
   return {count_below(ctx.b, bounds, x, a[3].as_bool(), a[2].as_bool())};
 }
 
 Values lower_searchsorted(Context& ctx, const Args& a) {
   Builder& b = ctx.b;
-  Value seq = a[0].as_tensor(), x = a[1].as_tensor();
+  Value seq = a[0].as_tensor(), x = search_values(ctx, a[1], a[0]);
   bool right = a[3].as_bool();
+  TPU_CHECK(a[1].kind != Arg::Kind::Number || seq.rank() == 1, ErrorKind::Runtime,
+            "torch.searchsorted(): input value can be a scalar only when boundaries tensor dimension is 1, but we got "
+            "boundaries tensor dim(", seq.rank(), ") and input value's dim(0) numel(1)");
   if (!a[4].is_none()) {
     TPU_CHECK(!(a[4].s == "left" && right), ErrorKind::Runtime,
               "torch.searchsorted(): side and right can't be set to opposites, got side of left while right was True");
@@ -237,7 +309,9 @@ Values lower_searchsorted(Context& ctx, const Args& a) {
               "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries "
               "tensor and input value tensor must match");
   }
-  if (auto sorter = a[5].opt_tensor()) {
+  auto sorter = a[5].opt_tensor();
+  // An empty sequence has nothing to reorder (and a gather from it is malformed).
+  if (sorter && seq.shape()[seq.rank() - 1] > 0) {
     // Sort the sequence through the sorter (take_along_dim on the last dim).
     int64_t r = seq.rank(), m = seq.shape()[r - 1];
     Value idx = cast(b, *sorter, E::I64);
@@ -282,15 +356,20 @@ Values lower_tri_indices(Context& ctx, const Args& a) {
 
 }  // namespace
 
+TPU_LOWERING("aten::_cholesky_solve_helper", lower_cholesky_solve_helper);
+TPU_LOWERING("aten::bucketize.Scalar", lower_bucketize);
 TPU_LOWERING("aten::bucketize.Tensor", lower_bucketize);
+TPU_LOWERING("aten::cholesky_inverse", lower_cholesky_inverse);
 TPU_LOWERING("aten::isin.Scalar_Tensor", lower_isin);
 TPU_LOWERING("aten::isin.Tensor_Scalar", lower_isin);
 TPU_LOWERING("aten::isin.Tensor_Tensor", lower_isin);
 TPU_LOWERING("aten::linalg_cholesky_ex", lower_cholesky_ex);
 TPU_LOWERING("aten::linalg_cross", lower_linalg_cross);
 TPU_LOWERING("aten::linalg_solve_triangular", lower_solve_triangular);
+TPU_LOWERING("aten::searchsorted.Scalar", lower_searchsorted);
 TPU_LOWERING("aten::searchsorted.Tensor", lower_searchsorted);
 TPU_LOWERING("aten::trace", lower_trace);
+TPU_LOWERING("aten::triangular_solve", lower_triangular_solve);
 TPU_LOWERING("aten::tril_indices", lower_tri_indices<false>);
 TPU_LOWERING("aten::triu_indices", lower_tri_indices<true>);
 TPU_LOWERING("aten::vdot", lower_vdot);

@@ -274,6 +274,87 @@ std::vector<Value> lower_multi_margin_loss_backward(Context& ctx, const Args& a)
   return {cast(b, b.reshape(gi, self.shape()), self.dtype())};
 }
 
+// ---- multilabel_margin_loss: input (N, C), (C) or (), target of the same shape
+//
+// Each row of target lists classes, up to its first -1. loss[n] = sum over the
+// listed y (repeats count again) and the classes i not listed of
+// max(0, 1 - x[y] + x[i]), divided by C. The (N, C, C) terms are built whole, so
+// memory grows with C squared. A listed class outside [0, C) picks nothing: the
+// CPU raises "out of range", which the device cannot.
+
+struct Multilabel {
+  Value active;     // (N, Cj, Ci): the hinge of listed y_j against class i is positive
+  Value z;          // (N, Cj, Ci): 1 - x[y_j] + x[i]
+  Value onehot;     // (N, Cj, Ci): y_j == i, for listed y_j
+  Value is_target;  // (N, C)
+  int64_t n, c;
+  E acc;
+};
+
+Multilabel multilabel_terms(Builder& b, const Value& self, const Value& target) {
+  int64_t rank = self.rank();
+  TPU_CHECK((rank == 2 && self.shape()[1] != 0) || (rank == 1 && self.shape()[0] != 0) || rank == 0,
+            ErrorKind::Runtime, "Expected non-empty vector or matrix with optional 0-dim batch size, but got: ",
+            hlo::shape_str(self.shape()));
+  TPU_CHECK(target.shape() == self.shape(), ErrorKind::Runtime, "inconsistent target size: ",
+            hlo::shape_str(target.shape()), " for input of size: ", hlo::shape_str(self.shape()));
+  check_dtype(self.dtype() == E::F32 || self.dtype() == E::F64, "multilabel_margin_loss_forward_out_frame",
+              self.dtype());
+  TPU_CHECK(target.dtype() == E::I64, ErrorKind::Runtime, "expected scalar type Long but found ",
+            scalar_type_name(target.dtype()));
+  Multilabel m;
+  m.n = rank <= 1 ? 1 : self.shape()[0];
+  m.c = rank == 0 ? 1 : self.shape()[rank - 1];
+  m.acc = self.dtype();
+  Shape nc = {m.n, m.c}, ncc = {m.n, m.c, m.c};
+  Value x = b.reshape(self, nc), t = b.reshape(target, nc);
+  Value pos = b.iota(hlo::TensorType{E::I64, nc}, 1);
+  Value width = b.full(double(m.c), E::I64, nc);
+  Value first_end = b.reduce_min(b.select(b.compare(t, b.zeros(E::I64, nc), Compare::LT), pos, width), {1});
+  Value listed = b.compare(pos, b.broadcast_in_dim(first_end, nc, {0}), Compare::LT);
+  Value cls = b.iota(hlo::TensorType{E::I64, ncc}, 2);
+  m.onehot = b.and_(b.compare(b.broadcast_in_dim(t, ncc, {0, 1}), cls, Compare::EQ),
+                    b.broadcast_in_dim(listed, ncc, {0, 1}));
+  m.is_target = b.reduce_or(m.onehot, {1});
+  Value zeros = b.zeros(m.acc, ncc);
+  Value xi = b.broadcast_in_dim(x, ncc, {0, 2});
+  Value xy = b.reduce_sum(b.select(m.onehot, xi, zeros), {2});  // (N, Cj)
+  m.z = b.add(b.sub(b.full(1, m.acc, ncc), b.broadcast_in_dim(xy, ncc, {0, 1})), xi);
+  Value hit = b.reduce_or(m.onehot, {2});  // y_j is listed and names a class
+  m.active = b.and_(b.and_(b.broadcast_in_dim(hit, ncc, {0, 1}), b.not_(b.broadcast_in_dim(m.is_target, ncc, {0, 2}))),
+                    b.compare(m.z, zeros, Compare::GT));
+  return m;
+}
+
+// multilabel_margin_loss_forward(self, target, reduction) -> (output, is_target)
+std::vector<Value> lower_multilabel_margin_loss_forward(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  const Value& self = a[0].as_tensor();
+  Multilabel m = multilabel_terms(b, self, a[1].as_tensor());
+  Reduction r = reduction_of(a[2]);
+  Value h = b.select(m.active, m.z, b.zeros(m.acc, m.z.shape()));
+  Value loss = b.div(b.reduce_sum(h, {1, 2}), b.full(double(m.c), m.acc, {m.n}));  // (N)
+  Value out = r == None ? (self.rank() <= 1 ? b.reshape(loss, {}) : loss) : reduce_loss(b, loss, r);
+  return {out, b.reshape(b.convert(m.is_target, self.dtype()), self.shape())};
+}
+
+// multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target):
+// each positive hinge adds 1/C to its class i and takes it from its listed y_j.
+std::vector<Value> lower_multilabel_margin_loss_backward(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value g = a[0].as_tensor();
+  const Value& self = a[1].as_tensor();
+  Multilabel m = multilabel_terms(b, self, a[2].as_tensor());
+  Reduction r = reduction_of(a[3]);
+  Shape nc = {m.n, m.c}, ncc = m.z.shape();
+  Value ones = b.select(m.active, b.full(1, m.acc, ncc), b.zeros(m.acc, ncc));
+  Value per_j = b.reduce_sum(ones, {2});  // (N, Cj): positive hinges of each listed y_j
+  Value to_y = b.reduce_sum(b.select(m.onehot, b.broadcast_in_dim(per_j, ncc, {0, 1}), b.zeros(m.acc, ncc)), {1});
+  Value d = b.div(b.sub(b.reduce_sum(ones, {1}), to_y), b.full(double(m.c), m.acc, nc));
+  Value gn = r == None && self.rank() == 2 ? b.reshape(cast(b, g, m.acc), {m.n}) : grad_scale(b, g, r, {m.n}, m.acc);
+  return {b.reshape(b.mul(d, b.broadcast_in_dim(gn, nc, {0})), self.shape())};
+}
+
 // ---- pointwise losses of d = input - target
 
 enum class Pointwise { Mse, SmoothL1, Huber };
@@ -448,6 +529,8 @@ TPU_LOWERING("aten::mse_loss", lower_mse_loss);
 TPU_LOWERING("aten::mse_loss_backward", lower_mse_loss_backward);
 TPU_LOWERING("aten::multi_margin_loss", lower_multi_margin_loss, kStaticNumbers);
 TPU_LOWERING("aten::multi_margin_loss_backward", lower_multi_margin_loss_backward, kStaticNumbers);
+TPU_LOWERING("aten::multilabel_margin_loss_backward", lower_multilabel_margin_loss_backward);
+TPU_LOWERING("aten::multilabel_margin_loss_forward", lower_multilabel_margin_loss_forward);
 TPU_LOWERING("aten::nll_loss2d_backward", lower_nll_loss2d_backward);
 TPU_LOWERING("aten::nll_loss2d_forward", lower_nll_loss2d_forward);
 TPU_LOWERING("aten::nll_loss_backward", lower_nll_loss_backward);

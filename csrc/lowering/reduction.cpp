@@ -367,7 +367,8 @@ Value log_cumsum_exp(Context& ctx, const Args& args) {
   return cast(b, xa, x.dtype());
 }
 
-// ord is a static number (the program's shape depends on it).
+}  // namespace
+
 Value vector_norm(Context& ctx, Value x, double ord, const Arg& dims_arg, bool keepdim,
                   std::optional<E> dtype) {
   Builder& b = ctx.b;
@@ -400,6 +401,8 @@ Value vector_norm(Context& ctx, Value x, double ord, const Arg& dims_arg, bool k
   }
   return cast(b, keep(b, r, x.shape(), dims, keepdim), out);
 }
+
+namespace {
 
 // ---- lowerings, one per ATen overload
 
@@ -459,6 +462,34 @@ std::vector<Value> lower_linalg_vector_norm(Context& ctx, const Args& a) {
 std::vector<Value> lower_norm_scalaropt_dim(Context& ctx, const Args& a) {
   double ord = a[1].is_none() ? 2.0 : a[1].number.as_double();
   return {vector_norm(ctx, a[0].as_tensor(), ord, a[2], arg_keepdim(a[3]), std::nullopt)};
+}
+// renorm(self, p, dim, maxnorm): each slice along `dim` whose p-norm exceeds maxnorm
+// is scaled to it (by maxnorm / (norm + 1e-7), ATen's factor). Half types take the
+// norm in f32 and the factor in their own type, as ATen does.
+std::vector<Value> lower_renorm(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value x = a[0].as_tensor();
+  double p = a[1].number.as_double(), maxnorm = a[3].number.as_double();
+  TPU_CHECK(x.rank() > 1, ErrorKind::Runtime, "renorm: input needs at least 2 dimensions, got ", x.rank(),
+            " dimensions");
+  TPU_CHECK(p > 0, ErrorKind::Runtime, "renorm: non-positive-norm not supported");
+  TPU_CHECK(maxnorm >= 0, ErrorKind::Runtime, "renorm: expected maxnorm to be >= 0 but got ", maxnorm);
+  int64_t dim = wrap_dim(a[2].as_int(), x.rank());
+  Arg others;
+  others.kind = Arg::Kind::IntList;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (d != dim) others.ints.push_back(d);
+  E t = x.dtype();
+  std::optional<E> acc;
+  if (t == E::F16 || t == E::BF16) acc = E::F32;
+  Value norm = vector_norm(ctx, x, p, others, true, acc);
+  E nt = norm.dtype();
+  Value factor = b.select(b.compare(norm, b.full(maxnorm, nt, norm.shape()), Compare::GT),
+                          b.div(b.full(maxnorm, nt, norm.shape()), b.add(norm, b.full(1e-7, nt, norm.shape()))),
+                          b.full(1, nt, norm.shape()));
+  factor = broadcast_to(b, cast(b, factor, t), x.shape());
+  E op = opmath(t);
+  return {cast(b, b.mul(cast(b, x, op), cast(b, factor, op)), t)};
 }
 std::vector<Value> lower_logcumsumexp(Context& ctx, const Args& a) {
   return {log_cumsum_exp(ctx, a)};
@@ -548,6 +579,7 @@ TPU_LOWERING("aten::nansum", lower_nansum);
 TPU_LOWERING("aten::norm.ScalarOpt_dim", lower_norm_scalaropt_dim, /*static_numbers=*/true);
 TPU_LOWERING("aten::prod", lower_prod);
 TPU_LOWERING("aten::prod.dim_int", lower_prod_dim);
+TPU_LOWERING("aten::renorm", lower_renorm, /*static_numbers=*/true);
 TPU_LOWERING("aten::std.correction", lower_std);
 TPU_LOWERING("aten::std_mean.correction", lower_std_mean);
 TPU_LOWERING("aten::sum", lower_sum);

@@ -5,6 +5,7 @@
 // into straight-line code; half types compute in float as PyTorch does.
 #include <cmath>
 #include <initializer_list>
+#include <limits>
 
 #include "lowering/common.h"
 #include "lowering/registry.h"
@@ -258,6 +259,19 @@ Value sinc_impl(Builder& b, Value x) {
   return b.select(eq(b, x, 0), splat(b, 1, x), b.div(b.sine(p), p));
 }
 
+// Spherical Bessel j0 = sin(x) / x: for |x| < 0.5 its Taylor series through
+// x^12, summed by Horner in PyTorch's order; 0 at +-inf.
+Value spherical_j0_impl(Builder& b, Value x) {
+  const double coef[] = {1.0 / 6227020800.0, -1.0 / 39916800.0, 1.0 / 362880.0,
+                         -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0};  // (-1)^k / (2k+1)!, k = 6..1
+  Value x2 = b.mul(x, x);
+  Value s = splat(b, coef[0], x);
+  for (int i = 1; i < 6; ++i) s = b.add(splat(b, coef[i], x), b.mul(x2, s));
+  Value series = b.add(splat(b, 1, x), b.mul(x2, s));
+  Value r = b.select(lt(b, b.abs(x), 0.5), series, b.div(b.sine(x), x));
+  return b.select(eq(b, b.abs(x), INFINITY), splat(b, 0, x), r);
+}
+
 Value entr_impl(Builder& b, Value x) {
   Value r = b.neg(b.mul(x, b.log(x)));
   r = b.select(eq(b, x, 0), splat(b, 0, x), r);
@@ -373,6 +387,9 @@ Values float_double_unary(Context& ctx, const Args& args) {
 }
 constexpr char kErfcx[] = "erfcx_cpu";
 constexpr char kLogNdtr[] = "log_ndtr_cpu";
+constexpr char kModifiedBesselI0[] = "modified_bessel_i0_cpu";
+constexpr char kModifiedBesselI1[] = "modified_bessel_i1_cpu";
+constexpr char kSphericalBesselJ0[] = "spherical_bessel_j0_cpu";
 constexpr char kNdtri[] = "ndtri_cpu";
 
 Values lower_polygamma(Context& ctx, const Args& args) {
@@ -508,6 +525,44 @@ Values lower_nextafter(Context& ctx, const Args& args) {
   return {b.select(b.or_(is_nan(b, x), is_nan(b, y)), splat(b, NAN, x), r)};
 }
 
+// frexp(self) -> (mantissa, exponent): x = mantissa * 2^exponent with |mantissa|
+// in [0.5, 1), read from the bits alone (the plugin may flush subnormal floats
+// to zero in float arithmetic): the exponent from the biased exponent field, or
+// for a subnormal from its fraction's leading one; the mantissa is the
+// (normalized) fraction under the exponent field of 0.5. Zero, infinities and
+// NaN give (x, 0), as std::frexp does. Half types go through f32, where their
+// values are exact, as on the CPU.
+Values lower_frexp(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  Value x0 = args.at(0).as_tensor();
+  E t = x0.dtype();
+  TPU_CHECK(hlo::is_float(t), ErrorKind::Runtime, "torch.frexp() only supports floating-point dtypes");
+  bool wide = t == E::F64;
+  E f = wide ? E::F64 : E::F32, i = wide ? E::I64 : E::I32;
+  int64_t width = wide ? 64 : 32, mant_bits = wide ? 52 : 23, bias = wide ? 1023 : 127, field = wide ? 0x7ff : 0xff;
+  Value x = cast(b, x0, f);
+  const Shape& s = x.shape();
+  auto ints = [&](int64_t v) { return b.broadcast_in_dim(b.constant_int(v, i), s, {}); };
+  auto is = [&](Value v, int64_t c) { return b.compare(v, ints(c), Compare::EQ); };
+  Value bits = b.bitcast_convert(x, {i, s});
+  Value frac_mask = ints((int64_t(1) << mant_bits) - 1);
+  Value frac = b.and_(bits, frac_mask);
+  Value biased = b.and_(b.shift_right_logical(bits, ints(mant_bits)), ints(field));
+  Value subnormal = b.and_(is(biased, 0), b.not_(is(frac, 0)));
+  Value plain = b.or_(b.and_(is(biased, 0), is(frac, 0)), is(biased, field));
+  // A subnormal's leading one at bit p (below mant_bits): shift it up to the
+  // implicit bit and drop it; its exponent is p - bias - mant_bits + 2.
+  Value p = b.sub(ints(width - 1), b.clz(frac));
+  Value norm_frac = b.and_(b.shift_left(frac, b.sub(ints(mant_bits), p)), frac_mask);
+  Value e = b.select(subnormal, b.sub(p, ints(bias + mant_bits - 2)), b.sub(biased, ints(bias - 1)));
+  frac = b.select(subnormal, norm_frac, frac);
+  Value sign = b.and_(bits, b.broadcast_in_dim(b.constant_int(std::numeric_limits<int64_t>::min() >> (64 - width), i), s, {}));
+  Value m = b.bitcast_convert(b.or_(b.or_(sign, ints((bias - 1) << mant_bits)), frac), {f, s});
+  m = b.select(plain, x, m);
+  e = b.select(plain, ints(0), e);
+  return {cast(b, m, t), cast(b, e, E::I32)};
+}
+
 Values while_loop(Builder& b, const Values& init, const hlo::RegionFn& cond,
                   const hlo::RegionFn& body) {
   std::vector<hlo::TensorType> types;
@@ -560,6 +615,7 @@ Values lower_gcd(Context& ctx, const Args& args) {
 TPU_LOWERING("aten::digamma", real_unary<digamma_impl>);
 TPU_LOWERING("aten::fmax", lower_fminmax<true>);
 TPU_LOWERING("aten::fmin", lower_fminmax<false>);
+TPU_LOWERING("aten::frexp.Tensor", lower_frexp);
 TPU_LOWERING("aten::gcd", lower_gcd<false>);
 TPU_LOWERING("aten::heaviside", lower_heaviside);
 TPU_LOWERING("aten::i0", real_unary<i0_impl>);
@@ -577,7 +633,11 @@ TPU_LOWERING("aten::special_i0e", real_unary<i0e_impl>);
 TPU_LOWERING("aten::special_i1", real_unary<i1_impl>);
 TPU_LOWERING("aten::special_i1e", real_unary<i1e_impl>);
 TPU_LOWERING("aten::special_log_ndtr", float_double_unary<log_ndtr_impl, kLogNdtr>);
+// I0 and I1 again (torch.special.modified_bessel_i0/i1), with kernels for float and double only.
+TPU_LOWERING("aten::special_modified_bessel_i0", float_double_unary<i0_impl, kModifiedBesselI0>);
+TPU_LOWERING("aten::special_modified_bessel_i1", float_double_unary<i1_impl, kModifiedBesselI1>);
 TPU_LOWERING("aten::special_ndtri", float_double_unary<ndtri_impl, kNdtri>);
+TPU_LOWERING("aten::special_spherical_bessel_j0", float_double_unary<spherical_j0_impl, kSphericalBesselJ0>);
 TPU_LOWERING("aten::special_xlog1py", lower_xlog1py);
 TPU_LOWERING("aten::special_xlog1py.other_scalar", lower_xlog1py);
 TPU_LOWERING("aten::special_xlog1py.self_scalar", lower_xlog1py);

@@ -1,5 +1,8 @@
 #include "runtime/device_buffer.h"
 
+#include <cstring>
+#include <vector>
+
 #include "common/error.h"
 #include "common/fork_guard.h"
 #include "hlo/builder.h"
@@ -138,12 +141,31 @@ void DeviceBuffer::wait() {
   }
 }
 
+hlo::TensorType DeviceBuffer::logical_type() const {
+  hlo::TensorType t = type_;
+  if (padded()) t.shape[padding_.dim] = padding_.size;
+  return t;
+}
+
 void DeviceBuffer::to_host(void* dst) {
-  if (type_.nbytes() == 0) return;
+  if (logical_type().nbytes() == 0) return;
   wait();
   check_index_flags();  // a failed device-side index check raises before the value leaves
-  buffer_->to_host(dst);
-  Runtime::get().count("bytes_to_host", type_.nbytes());
+  if (!padded()) {
+    buffer_->to_host(dst);
+  } else {
+    // Rows of the padded dimension: the first `size` of every `bound` are kept.
+    std::vector<char> whole(static_cast<size_t>(type_.nbytes()));
+    buffer_->to_host(whole.data());
+    int64_t inner = hlo::byte_size(type_.dtype), outer = 1;
+    for (int64_t d = padding_.dim + 1; d < type_.rank(); ++d) inner *= type_.shape[d];
+    for (int64_t d = 0; d < padding_.dim; ++d) outer *= type_.shape[d];
+    int64_t bound = type_.shape[padding_.dim];
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(static_cast<char*>(dst) + o * padding_.size * inner,
+                  whole.data() + o * bound * inner, static_cast<size_t>(padding_.size * inner));
+  }
+  Runtime::get().count("bytes_to_host", logical_type().nbytes());
 }
 
 }  // namespace torch_tpu::runtime

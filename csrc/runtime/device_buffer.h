@@ -11,6 +11,12 @@
 //    leaves the device.
 // Buffers are immutable: a write makes a new buffer and swaps it into the
 // storage (runtime/storage.h), so sharing one between storages is safe.
+//
+// A buffer may be padded along one dimension (runtime/dynamic_dims.h): its
+// type() is then the padded (physical) type, and the tensor holds only the
+// first padding().size entries of padding().dim; logical_type() is the
+// tensor's type. Only the dynamic-dimension path reads a padded buffer as a
+// program input; everything else gets the exact buffer first.
 #pragma once
 
 #include <memory>
@@ -46,6 +52,14 @@ class DeviceBuffer {
 
   State state() const { return state_; }
   const hlo::TensorType& type() const { return type_; }
+  struct Padding {
+    int dim = -1;  // -1: not padded
+    int64_t size = 0;
+  };
+  const Padding& padding() const { return padding_; }
+  bool padded() const { return padding_.dim >= 0; }
+  void set_padding(int dim, int64_t size) { padding_ = {dim, size}; }
+  hlo::TensorType logical_type() const;
   int device() const { return device_; }
   const std::string& producer() const { return producer_; }
   const std::string& error_message() const { return error_; }
@@ -65,7 +79,8 @@ class DeviceBuffer {
   // The PJRT buffer, running the pending op first if deferred. Throws the
   // recorded error in the Error state.
   const pjrt::Buffer& buffer();
-  // Copies the contents (row-major) to host memory of type().nbytes() bytes.
+  // Copies the contents (row-major) to host memory of logical_type().nbytes()
+  // bytes (a padded buffer's padding stays behind).
   // A failure of the producing computation is raised naming the op.
   void to_host(void* dst);
   // Waits for the computation; on failure the buffer turns into the Error
@@ -79,6 +94,7 @@ class DeviceBuffer {
 
   State state_ = State::Deferred;
   hlo::TensorType type_;
+  Padding padding_;
   int device_ = 0;
   std::unique_ptr<pjrt::Buffer> buffer_;
   std::string producer_;

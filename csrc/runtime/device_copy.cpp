@@ -19,7 +19,9 @@ std::shared_ptr<DeviceBuffer> copy_to_device(const TensorInput& src, int device)
     return DeviceBuffer::error(whole->type(), e.what(), device);
   }
   rt.count("bytes_device_to_device", whole->type().nbytes());
-  return DeviceBuffer::materialized(rt.client().copy_to_device(*from, device), producer, device);
+  auto copy = DeviceBuffer::materialized(rt.client().copy_to_device(*from, device), producer, device);
+  if (whole->padded()) copy->set_padding(whole->padding().dim, whole->padding().size);
+  return copy;
 }
 
 int placement_of(DeviceBuffer& b) { return Runtime::get().client().device_of(b.buffer()); }

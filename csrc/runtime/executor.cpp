@@ -16,6 +16,7 @@
 #include "lowering/common.h"
 #include "runtime/device_memory.h"
 #include "runtime/device_timeline.h"
+#include "runtime/dynamic_dims.h"
 #include "runtime/eager_mode.h"
 #include "runtime/failure_scope.h"
 #include "runtime/memory_stats.h"
@@ -184,10 +185,10 @@ ProgramLabel program_label(const Graph& g) {
   ProgramLabel l;
   l.ops = static_cast<int>(g.nodes.size());
   if (g.nodes.empty()) return l;
-  const std::string& first = g.nodes.front().lowering->name;
+  const std::string first = node_name(g.nodes.front());
   l.name = l.ops == 1 ? first
                       : "graph of " + std::to_string(l.ops) + " ops: " + first + " .. " +
-                            g.nodes.back().lowering->name;
+                            node_name(g.nodes.back());
   if (g.nodes.front().origin) l.origin = *g.nodes.front().origin;
   l.correlation = current_correlation();
   return l;
@@ -502,20 +503,27 @@ void flush_locked(std::shared_ptr<Graph> g, const char* reason) {
 // Debug mode: wait for the op and check its results.
 void check_after(const std::vector<std::shared_ptr<DeviceBuffer>>& results, const Graph& g);
 
+// The graph torch.compile records into, while it captures.
+std::shared_ptr<Graph> capture_graph;
+
 // ---------------------------------------------------------------- recording
 
-std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
-  Runtime& rt = Runtime::get();
-  rt.check_device(call.device);
-  const lowering::Lowering* lowering = call.lowering;
-
-  // The node as if it were alone: its input bases are local parameters. Its
-  // signature keys the type cache and, with connectivity, the graph key.
+struct Prepared {
   Node node;
-  node.lowering = lowering;
-  node.default_float = call.default_float;
   LocalBases bases;
   std::string sig;
+};
+
+// The node of `call` as if it were alone: its input bases are local
+// parameters. Its signature keys the type cache and, with connectivity, the
+// graph key. Takes the call's arguments and views.
+void prepare(OpCall& call, Prepared& p) {
+  const lowering::Lowering* lowering = call.lowering;
+  Node& node = p.node;
+  LocalBases& bases = p.bases;
+  std::string& sig = p.sig;
+  node.lowering = lowering;
+  node.default_float = call.default_float;
   sig.reserve(256);
   sig += lowering->name;
   sig += '|';
@@ -563,6 +571,28 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
   }
   node.args = std::move(call.args);  // the caller is done with them
   node.types = node_types(sig, node, bases.buffers);
+}
+
+// A padded base read any other way than whole (runtime/dynamic_dims.h) is
+// made exact first.
+void unpad_inputs(OpCall& call) {
+  for (auto& ins : call.inputs)
+    for (auto& in : ins)
+      if (in && !in->padded && in->storage->base->padded()) unpad(*in->storage);
+  for (auto& d : call.destinations)
+    if (d && d->target.storage->base->padded()) unpad(*d->target.storage);
+}
+
+std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
+  Runtime& rt = Runtime::get();
+  rt.check_device(call.device);
+  const lowering::Lowering* lowering = call.lowering;
+  unpad_inputs(call);
+  Prepared prepared;
+  prepare(call, prepared);
+  Node& node = prepared.node;
+  LocalBases& bases = prepared.bases;
+  const std::string& sig = prepared.sig;
   node.origin = std::move(call.origin);
   if (!node.origin && origin_provider) node.origin = origin_provider();
   count("ops_recorded");
@@ -684,10 +714,11 @@ void check_after(const std::vector<std::shared_ptr<DeviceBuffer>>& results, cons
   for (const auto& r : results) r->wait();  // raises the op's error here, at the op
   if (!env().debug_nans) return;
   for (const auto& r : results) {
-    if (!hlo::is_float(r->type().dtype) || r->type().numel() == 0) continue;
-    Storage s(r->type().nbytes(), r->device());
+    const TensorType type = r->logical_type();  // a padded result's padding is not checked
+    if (!hlo::is_float(type.dtype) || type.numel() == 0) continue;
+    Storage s(type.nbytes(), r->device());
     s.base = r;
-    ViewGeometry whole{r->type().shape, {}, 0, r->type().dtype};
+    ViewGeometry whole{type.shape, {}, 0, type.dtype};
     whole.strides.assign(whole.sizes.size(), 1);
     for (int64_t i = static_cast<int64_t>(whole.sizes.size()) - 2; i >= 0; --i)
       whole.strides[i] = whole.strides[i + 1] * whole.sizes[i + 1];
@@ -752,7 +783,24 @@ const lowering::Lowering kConjNeg{"tpu::conj_neg", &conj_neg, false};
 
 std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call) {
   std::lock_guard<std::recursive_mutex> lock(mu);
+  std::vector<std::unique_ptr<Storage>> staged;  // boxes cut out of padded inputs
+  // A capture bakes Numbers into its program: padded sizes must not be among
+  // them, so a capture reads padded tensors exact.
+  if (!capture_graph)
+    if (auto padded = run_padded(call, staged)) return std::move(*padded);
   return record(call);
+}
+
+bool capturing() {
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  return capture_graph != nullptr;
+}
+
+std::vector<hlo::TensorType> result_types(OpCall call) {
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  Prepared p;
+  prepare(call, p);
+  return p.node.types->results;
 }
 
 std::vector<std::shared_ptr<DeviceBuffer>> run_op_alone(OpCall& call) {
@@ -804,7 +852,6 @@ void hold_repeat_cuts(bool hold) {
 // ---------------------------------------------------------------- capture
 
 namespace {
-std::shared_ptr<Graph> capture_graph;
 
 void drop_capture() {
   if (!capture_graph) return;
@@ -996,7 +1043,8 @@ std::shared_ptr<DeviceBuffer> constant(const void* data, const TensorType& type,
 }
 
 std::shared_ptr<DeviceBuffer> read_contiguous(const TensorInput& input) {
-  if (is_identity(input.view, input.storage->base->type())) return input.storage->base;
+  // A padded base is returned as it is: copies to the host drop its padding.
+  if (is_identity(input.view, input.storage->base->logical_type())) return input.storage->base;
   OpCall call;
   call.lowering = &kContiguous;
   Arg a;

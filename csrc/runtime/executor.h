@@ -22,6 +22,9 @@ namespace torch_tpu::runtime {
 struct TensorInput {
   Storage* storage = nullptr;
   ViewGeometry view;
+  // The view is over the padded buffer itself (runtime/dynamic_dims.h);
+  // otherwise a padded base is made exact before it is read.
+  bool padded = false;
 };
 
 struct Destination {
@@ -49,6 +52,10 @@ struct OpCall {
 // Returns one buffer per lowering output; null for outputs written into a
 // destination. Throws torch_tpu::Error for bad input (nothing recorded).
 std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call);
+
+// The types of the op's results, recording nothing (raises its shape and
+// dtype errors as run_op would).
+std::vector<hlo::TensorType> result_types(OpCall call);
 
 // Runs one op as its own program now, as strict mode would, whatever the
 // mode, outside the graph being recorded (which is left as it was).
@@ -130,6 +137,8 @@ std::shared_ptr<CapturedProgram> end_capture(const std::vector<std::shared_ptr<D
                                              const std::vector<int>& updates);
 // Ends a capture that failed (an op raised), dropping what was recorded.
 void abort_capture();
+// Whether a capture is recording.
+bool capturing();
 
 // Where ops come from, for error messages ("train.py:42"). aten/ installs a
 // provider that reads the Python stack; it may return null.

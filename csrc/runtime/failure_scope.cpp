@@ -45,7 +45,9 @@ std::vector<std::shared_ptr<DeviceBuffer>> rerun(const Graph& g, int n, const Ba
         continue;
       }
       storages.push_back(holding(base_of(in->base)));
-      call.inputs[i].emplace_back(TensorInput{storages.back().get(), in->view});
+      // A node reads a padded base only whole (runtime/dynamic_dims.h).
+      bool padded = storages.back()->base->padded();
+      call.inputs[i].emplace_back(TensorInput{storages.back().get(), in->view, padded});
     }
   }
   std::vector<Storage*> dest_storage(node.dests.size(), nullptr);

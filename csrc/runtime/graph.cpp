@@ -8,6 +8,7 @@
 #include "common/release_queue.h"
 #include "lowering/common.h"
 #include "lowering/custom_call.h"
+#include "lowering/padded.h"
 
 namespace torch_tpu::runtime {
 
@@ -30,12 +31,17 @@ int Graph::param_of(const std::shared_ptr<DeviceBuffer>& buffer) {
   return static_cast<int>(params.size()) - 1;
 }
 
+std::string node_name(const Node& node) {
+  // A user kernel is named by its op, not by the lowering all of them share.
+  if (node.lowering == &lowering::custom_call_lowering())
+    return lowering::custom_module(static_cast<int>(node.args.at(0).i)).op_name;
+  if (node.lowering == &lowering::padded_lowering()) return node.args.at(node.args.size() - 4).s + " (padded)";
+  return node.lowering->name;
+}
+
 std::string Graph::describe(int n) const {
   const Node& node = nodes[n];
-  // A user kernel is named by its op, not by the lowering all of them share.
-  bool custom = node.lowering == &lowering::custom_call_lowering();
-  std::string s = "'" + (custom ? lowering::custom_module(static_cast<int>(node.args.at(0).i)).op_name
-                                : node.lowering->name) + "'";
+  std::string s = "'" + node_name(node) + "'";
   if (node.origin) s += " (at " + *node.origin + ")";
   return s;
 }

@@ -65,6 +65,10 @@ struct Node {
   std::shared_ptr<const std::string> origin;  // "file.py:42", when known
 };
 
+// The op a node runs, as users know it: a user kernel by its op name, an op
+// on padded inputs (runtime/dynamic_dims.h) as "aten::cat (padded)".
+std::string node_name(const Node& node);
+
 struct CompileJob;  // runtime/executor.cpp
 
 class Graph : public std::enable_shared_from_this<Graph> {

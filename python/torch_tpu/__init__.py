@@ -61,6 +61,7 @@ from . import pallas  # noqa: E402,F401  (jax_op; imports JAX only when a kernel
 from .custom_ops import stablehlo_op  # noqa: E402,F401
 
 from . import distributed  # noqa: E402,F401  (registers the "tpu_dist" c10d backend)
+from .dynamic import dynamic_dims  # noqa: E402,F401
 
 
 def platform():
@@ -88,7 +89,7 @@ def tolerance(dtype: torch.dtype, op: str = ""):
 
 
 __all__ = [
-    "env_table", "eager_mode", "flush", "get_eager_mode", "lowered_ops", "metrics",
+    "dynamic_dims", "env_table", "eager_mode", "flush", "get_eager_mode", "lowered_ops", "metrics",
     "metrics_report", "platform", "reset_metrics", "set_eager_mode", "tolerance",
 ]
 from . import dynamo  # noqa: E402,F401  (registers the "tpu" torch.compile backend)

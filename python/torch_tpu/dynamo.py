@@ -36,6 +36,7 @@ import warnings
 import torch
 
 from . import _C
+from .eager import eager_mode, flush
 
 __all__ = ["TpuRecompileWarning", "TpuInterface", "backend", "compile_stats",
            "recompile_warn_limit", "reset"]
@@ -287,6 +288,23 @@ def compile_stats() -> dict:
     return dict(_stats)
 
 
+def _symbolic_inputs(gm: torch.fx.GraphModule) -> list:
+    """The graph's tensor inputs (placeholder indices) with a dimension of
+    symbolic size that the graph does not write."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    written = {n.args[0] for n in gm.graph.nodes
+               if n.op == "call_function" and getattr(n.target, "_schema", None) is not None
+               and n.target._schema.is_mutable and n.args}
+    found = []
+    for i, n in enumerate(placeholders):
+        val = n.meta.get("val")
+        if isinstance(val, torch.Tensor) and n not in written and any(
+                isinstance(size, torch.SymInt) and not isinstance(size.node.maybe_as_int(), int)
+                for size in val.shape):
+            found.append(i)
+    return found
+
+
 def _views_to_reshapes(gm: torch.fx.GraphModule) -> None:
     """aten.view -> aten.reshape (a view where the strides allow it, else a
     copy, which inside a captured program is just another fused op).
@@ -363,6 +381,11 @@ class CompiledGraph:
         if self.eager_reason:
             warnings.warn(f"torch.compile(backend='tpu'): a {kind} graph runs op by op in eager "
                           f"mode ({self.eager_reason})", stacklevel=2)
+        # Inputs of symbolic sizes: their sizes at the first call, and the
+        # dimension that has since changed (the one padded from then on).
+        self.symbolic = _symbolic_inputs(gm)
+        self.first_shapes: dict[int, tuple] = {}
+        self.dynamic: dict[int, int] = {}
 
     def __call__(self, *args):
         args = args[0] if len(args) == 1 and isinstance(args[0], list) else list(args)
@@ -371,6 +394,8 @@ class CompiledGraph:
                 outs = self.gm(*args)
             args.clear()
             return outs
+        if self.symbolic and self._note_sizes(args):
+            return self._run_bucketed(args)
         for attempt in range(2):
             try:
                 plan, key = self._plan(args)
@@ -383,6 +408,37 @@ class CompiledGraph:
                     raise RuntimeError("torch.compile(backend='tpu'): could not make the inputs "
                                        "whole contiguous buffers") from None
                 self._find_copy_slots(args)
+
+    def _note_sizes(self, args) -> bool:
+        """Whether some symbolic input has changed size since the first call."""
+        for i in self.symbolic:
+            a = args[i]
+            if i in self.dynamic or not isinstance(a, torch.Tensor):
+                continue
+            first = self.first_shapes.setdefault(i, tuple(a.shape))
+            changed = [d for d, (x, y) in enumerate(zip(first, a.shape)) if x != y]
+            if changed and len(first) == a.dim():
+                self.dynamic[i] = changed[0]
+        return bool(self.dynamic)
+
+    def _run_bucketed(self, args):
+        """A graph with symbolic sizes (dynamic=True, mark_dynamic): its
+        tensors are padded along their symbolic dimension (runtime/
+        dynamic_dims.h) and its ops recorded into one deferred graph, keyed by
+        the buckets rather than the sizes, so one program serves every size of
+        a bucket. A captured program could not: it bakes the sizes the
+        padded ops take as numbers. Inputs the graph writes to stay as given."""
+        from .dynamic import dynamic_dims, padding
+
+        for i, d in self.dynamic.items():
+            a = args[i]
+            if isinstance(a, torch.Tensor) and a.device.type == "tpu" and padding(a) is None:
+                args[i] = dynamic_dims(a, d)
+        with torch.no_grad(), eager_mode("defer_and_fuse"):
+            outs = self.gm(*args)
+            flush("torch.compile")
+        args.clear()
+        return outs
 
     def _plan(self, args):
         """How each graph input reaches the program, and the cache key.
