@@ -46,18 +46,6 @@ bool reads_directly(const at::Tensor& dst, const at::Tensor& src) {
          !src.is_neg();
 }
 
-// The row-major view of a whole array of `type`.
-runtime::ViewGeometry whole_view(const hlo::TensorType& type) {
-  runtime::ViewGeometry whole{type.shape, {}, 0, type.dtype};
-  whole.strides.resize(type.shape.size());
-  int64_t st = 1;
-  for (int64_t i = static_cast<int64_t>(type.shape.size()) - 1; i >= 0; --i) {
-    whole.strides[i] = st;
-    st *= type.shape[i];
-  }
-  return whole;
-}
-
 // non_blocking from pinned memory, when no conversion is needed: PJRT reads
 // the pinned bytes after copy_ returns (pinned_memory.cpp keeps them alive).
 bool upload_pinned_async(const at::Tensor& dst, const at::Tensor& src) {
@@ -72,7 +60,7 @@ bool upload_pinned_async(const at::Tensor& dst, const at::Tensor& src) {
     std::unique_ptr<pjrt::Event> host_done;
     staging.base = runtime::upload_async(src.const_data_ptr(), type, s->device, &host_done);
     keep_until_read(src.const_data_ptr(), std::move(host_done));
-    runtime::copy_into(input_of(dst), {&staging, whole_view(type)});
+    runtime::copy_into(input_of(dst), {&staging, runtime::whole_view(type)});
   });
   return true;
 }
@@ -87,7 +75,7 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src) {
     runtime::check_writable(geometry_of(dst), "copy_");
     runtime::Storage staging(type.nbytes(), s->device);
     staging.base = runtime::upload(host.data_ptr(), type, s->device);
-    runtime::copy_into(input_of(dst), {&staging, whole_view(type)});
+    runtime::copy_into(input_of(dst), {&staging, runtime::whole_view(type)});
   });
 }
 
@@ -101,7 +89,7 @@ void copy_across_devices(const at::Tensor& dst, const at::Tensor& src, int trans
     hlo::TensorType type{to_hlo(src.scalar_type()), {src.sizes().begin(), src.sizes().end()}};
     runtime::Storage staging(type.nbytes(), s->device);
     staging.base = runtime::copy_to_device(input_of(src), s->device);
-    runtime::copy_into(input_of(dst), {&staging, whole_view(type)}, transform);
+    runtime::copy_into(input_of(dst), {&staging, runtime::whole_view(type)}, transform);
   });
 }
 

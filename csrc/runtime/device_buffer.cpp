@@ -1,12 +1,12 @@
 #include "runtime/device_buffer.h"
 
-#include <cstring>
 #include <vector>
 
 #include "common/error.h"
 #include "common/fork_guard.h"
 #include "hlo/builder.h"
 #include "runtime/device_memory.h"
+#include "runtime/dynamic_dims.h"
 #include "runtime/executor.h"
 #include "runtime/index_flags.h"
 #include "runtime/memory_stats.h"
@@ -154,16 +154,9 @@ void DeviceBuffer::to_host(void* dst) {
   if (!padded()) {
     buffer_->to_host(dst);
   } else {
-    // Rows of the padded dimension: the first `size` of every `bound` are kept.
     std::vector<char> whole(static_cast<size_t>(type_.nbytes()));
     buffer_->to_host(whole.data());
-    int64_t inner = hlo::byte_size(type_.dtype), outer = 1;
-    for (int64_t d = padding_.dim + 1; d < type_.rank(); ++d) inner *= type_.shape[d];
-    for (int64_t d = 0; d < padding_.dim; ++d) outer *= type_.shape[d];
-    int64_t bound = type_.shape[padding_.dim];
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(static_cast<char*>(dst) + o * padding_.size * inner,
-                  whole.data() + o * bound * inner, static_cast<size_t>(padding_.size * inner));
+    copy_rows(whole.data(), type_.shape[padding_.dim], dst, padding_.size, logical_type(), padding_.dim);
   }
   Runtime::get().count("bytes_to_host", logical_type().nbytes());
 }

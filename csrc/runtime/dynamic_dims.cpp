@@ -13,17 +13,9 @@ using lowering::Arg;
 
 namespace {
 
-std::vector<int64_t> contiguous_strides(const hlo::Shape& shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
-  return s;
-}
-
-ViewGeometry whole(const TensorType& t) { return {t.shape, contiguous_strides(t.shape), 0, t.dtype}; }
-
 // The padded buffer itself as an op input.
 TensorInput physical(Storage* s) {
-  TensorInput in{s, whole(s->base->type())};
+  TensorInput in{s, whole_view(s->base->type())};
   in.padded = true;
   return in;
 }
@@ -168,6 +160,17 @@ std::vector<int> differing_dims(const TensorType& a, const TensorType& b) {
 }
 
 }  // namespace
+
+void copy_rows(const void* from, int64_t from_extent, void* to, int64_t to_extent,
+               const TensorType& logical, int dim) {
+  int64_t inner = hlo::byte_size(logical.dtype), outer = 1;
+  for (int64_t d = dim + 1; d < logical.rank(); ++d) inner *= logical.shape[d];
+  for (int64_t d = 0; d < dim; ++d) outer *= logical.shape[d];
+  int64_t rows = logical.shape[dim] * inner;
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(static_cast<char*>(to) + o * to_extent * inner,
+                static_cast<const char*>(from) + o * from_extent * inner, static_cast<size_t>(rows));
+}
 
 // Always above the size: a padded buffer is never exactly full, so an op's
 // padded results are told apart from its static ones by their shape.
@@ -323,12 +326,7 @@ std::shared_ptr<DeviceBuffer> pad_dimension(const TensorInput& src, int dim) {
   std::vector<char> host(static_cast<size_t>(logical.nbytes()));
   exact->to_host(host.data());
   std::vector<char> out(static_cast<size_t>(padded.nbytes()), 0);
-  int64_t inner = hlo::byte_size(logical.dtype), outer = 1;
-  for (int64_t d = dim + 1; d < logical.rank(); ++d) inner *= logical.shape[d];
-  for (int64_t d = 0; d < dim; ++d) outer *= logical.shape[d];
-  int64_t rows = logical.shape[dim] * inner;
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(out.data() + o * padded.shape[dim] * inner, host.data() + o * rows, static_cast<size_t>(rows));
+  copy_rows(host.data(), logical.shape[dim], out.data(), padded.shape[dim], logical, dim);
   auto buffer = upload(out.data(), padded, src.storage->device);
   buffer->set_padding(dim, logical.shape[dim]);
   return buffer;

@@ -40,6 +40,12 @@ std::optional<std::vector<std::shared_ptr<DeviceBuffer>>> run_padded(
 // Replaces a padded base by the exact buffer.
 void unpad(Storage& s);
 
+// Copies the rows of a host array of type `logical` between layouts padded
+// along `dim` to `from_extent` and `to_extent` entries (either may be the
+// true size): how padding is added and dropped on the host.
+void copy_rows(const void* from, int64_t from_extent, void* to, int64_t to_extent,
+               const hlo::TensorType& logical, int dim);
+
 // The tensor `src` as a new buffer padded along `dim` to the bucket of its
 // size (through the host: no program is compiled for a new size).
 std::shared_ptr<DeviceBuffer> pad_dimension(const TensorInput& src, int dim);

@@ -718,10 +718,7 @@ void check_after(const std::vector<std::shared_ptr<DeviceBuffer>>& results, cons
     if (!hlo::is_float(type.dtype) || type.numel() == 0) continue;
     Storage s(type.nbytes(), r->device());
     s.base = r;
-    ViewGeometry whole{type.shape, {}, 0, type.dtype};
-    whole.strides.assign(whole.sizes.size(), 1);
-    for (int64_t i = static_cast<int64_t>(whole.sizes.size()) - 2; i >= 0; --i)
-      whole.strides[i] = whole.strides[i + 1] * whole.sizes[i + 1];
+    ViewGeometry whole = whole_view(type);
     OpCall call;
     call.lowering = &kHasNonfinite;
     Arg a;

@@ -20,6 +20,16 @@ int64_t ViewGeometry::numel() const {
   return n;
 }
 
+std::vector<int64_t> contiguous_strides(const hlo::Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
+  return s;
+}
+
+ViewGeometry whole_view(const hlo::TensorType& type) {
+  return {type.shape, contiguous_strides(type.shape), 0, type.dtype};
+}
+
 bool ViewGeometry::is_contiguous() const {
   int64_t expected = 1;
   for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {

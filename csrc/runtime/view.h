@@ -33,6 +33,11 @@ struct ViewGeometry {
   void append_key(std::string& key) const;
 };
 
+// Row-major strides of `shape`, in elements.
+std::vector<int64_t> contiguous_strides(const hlo::Shape& shape);
+// The row-major view of a whole array of `type`.
+ViewGeometry whole_view(const hlo::TensorType& type);
+
 // True when the view is exactly the base: same dtype and shape, contiguous,
 // no offset (reading it needs no program).
 bool is_identity(const ViewGeometry& v, const hlo::TensorType& base);
