@@ -71,6 +71,22 @@ def _same(got, want, **kw):
     assert got.dtype == want.dtype and got.shape == want.shape
     torch.testing.assert_close(got.cpu(), want, equal_nan=True, **kw)
 
+def _same_loss_and_grad(x, loss_fn):
+    """loss_fn(x on a device, the device) and its gradient (under an uneven
+    cotangent, so that every element's weight differs) on tpu equal the CPU's."""
+    def run(d):
+        xd = x.to(d).requires_grad_()
+        loss = loss_fn(xd, d)
+        cot = torch.linspace(0.5, 2.0, loss.numel(), dtype=torch.float64).reshape(loss.shape)
+        (gx,) = torch.autograd.grad(loss, xd, cot.to(d))
+        return loss, gx
+
+    want, want_g = run("cpu")
+    got, got_g = run("tpu")
+    _same(got.detach(), want.detach())
+    _same(got_g, want_g)
+
+
 
 # ---- isin
 
@@ -193,18 +209,9 @@ def test_multi_margin_loss_and_grad_match_cpu(shape, p, margin, weighted, reduct
     target = torch.randint(0, c, (n,) if n else (), generator=g)
     weight = torch.rand(c, generator=g, dtype=torch.float64) if weighted else None
 
-    def run(d):
-        xd = x.to(d).requires_grad_()
-        loss = F.multi_margin_loss(xd, target.to(d), p=p, margin=margin,
-                                   weight=None if weight is None else weight.to(d), reduction=reduction)
-        cot = torch.linspace(0.5, 2.0, loss.numel(), dtype=torch.float64).reshape(loss.shape)
-        (gx,) = torch.autograd.grad(loss, xd, cot.to(d))
-        return loss, gx
-
-    want, want_g = run("cpu")
-    got, got_g = run("tpu")
-    _same(got.detach(), want.detach())
-    _same(got_g, want_g)
+    _same_loss_and_grad(x, lambda xd, d: F.multi_margin_loss(
+        xd, target.to(d), p=p, margin=margin, weight=None if weight is None else weight.to(d),
+        reduction=reduction))
 
 
 def test_multi_margin_loss_ties_on_the_margin_give_no_loss():
@@ -260,17 +267,8 @@ MULTILABEL = [
 @pytest.mark.parametrize("name,x,target", MULTILABEL, ids=[c[0] for c in MULTILABEL])
 def test_multilabel_margin_loss_and_grad_match_cpu(name, x, target, reduction):
     # Listed classes end at the first -1; a repeated one counts twice.
-    def run(d):
-        xd = x.to(d).requires_grad_()
-        loss = torch.nn.MultiLabelMarginLoss(reduction=reduction)(xd, target.to(d))
-        cot = torch.linspace(0.5, 2.0, loss.numel(), dtype=torch.float64).reshape(loss.shape)
-        (gx,) = torch.autograd.grad(loss, xd, cot.to(d))
-        return loss, gx
-
-    want, want_g = run("cpu")
-    got, got_g = run("tpu")
-    _same(got.detach(), want.detach())
-    _same(got_g, want_g)
+    _same_loss_and_grad(x, lambda xd, d: torch.nn.MultiLabelMarginLoss(reduction=reduction)(
+        xd, target.to(d)))
     _, is_target = torch.ops.aten.multilabel_margin_loss_forward(x.float().to("tpu"), target.to("tpu"), 1)
     _same(is_target, torch.ops.aten.multilabel_margin_loss_forward(x.float(), target, 1)[1])
 
