@@ -36,6 +36,7 @@ import warnings
 import torch
 
 from . import _C
+from .dynamic import dynamic_dims, padding
 from .eager import eager_mode, flush
 
 __all__ = ["TpuRecompileWarning", "TpuInterface", "backend", "compile_stats",
@@ -422,14 +423,13 @@ class CompiledGraph:
         return bool(self.dynamic)
 
     def _run_bucketed(self, args):
-        """A graph with symbolic sizes (dynamic=True, mark_dynamic): its
-        tensors are padded along their symbolic dimension (runtime/
-        dynamic_dims.h) and its ops recorded into one deferred graph, keyed by
-        the buckets rather than the sizes, so one program serves every size of
-        a bucket. A captured program could not: it bakes the sizes the
-        padded ops take as numbers. Inputs the graph writes to stay as given."""
-        from .dynamic import dynamic_dims, padding
-
+        """A graph with symbolic sizes (dynamic=True, mark_dynamic) whose
+        inputs changed size: each such input is padded along the dimension
+        that changed (runtime/dynamic_dims.h) and the graph's ops recorded
+        into one deferred graph, keyed by the buckets rather than the sizes,
+        so one program serves every size of a bucket. A captured program
+        could not: it bakes the sizes the padded ops take as numbers. Inputs
+        the graph writes to stay as given."""
         for i, d in self.dynamic.items():
             a = args[i]
             if isinstance(a, torch.Tensor) and a.device.type == "tpu" and padding(a) is None:
