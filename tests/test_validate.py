@@ -107,6 +107,32 @@ def test_user_models_and_failures_are_rows_with_their_status(tmp_path):
     assert "aten::linalg_eig" in (out / "report.md").read_text()
 
 
+def test_a_crash_or_hang_costs_one_mode_and_resume_keeps_earlier_rows(tmp_path):
+    # One child runs all of a model's modes; when it dies or hangs in one,
+    # the modes after it run in a new child.
+    (tmp_path / "flaky.py").write_text(user_model("""
+        mode = torch_tpu.get_eager_mode()
+        if x.device.type == "tpu" and mode == "strict":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if x.device.type == "tpu" and mode == "debug":
+            time.sleep(3600)
+        return self.w * x""", imports="os, signal, time, torch, torch_tpu"))
+    model, out = str(tmp_path / "flaky.py"), tmp_path / "report"
+    first = validate("--only", model, "--modes", "defer_and_fuse", "--report", str(out))
+    assert first.returncode == 0, first.stderr[-3000:]
+    _, before = rows(out)
+    proc = validate("--only", model, "--modes", "strict,debug,defer_and_fuse", "--timeout", "20",
+                    "--resume", "--report", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report, by = rows(out)
+    status = {m: r["status"] for (_, m), r in by.items()}
+    assert status == {"strict": "crash", "debug": "timeout", "defer_and_fuse": "match"}
+    assert "SIGSEGV" in by[(model, "strict")]["error"]
+    # The defer_and_fuse row is the first run's, kept and not run again.
+    assert by[(model, "defer_and_fuse")] == before[(model, "defer_and_fuse")]
+    assert report["totals"]["defer_and_fuse"] == {"match": 1}
+
+
 @pytest.mark.parametrize("args,message", [
     (("--modes", "strict,fastest"), "unknown mode(s) fastest"),
     (("--only", "/nonexistent/model.py"), "no such file or folder: /nonexistent/model.py"),

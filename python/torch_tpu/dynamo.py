@@ -165,12 +165,20 @@ class _NullContext:
         return False
 
 
+# Dynamo looks devices given as "tpu:N" strings up by name. Counting the
+# devices would load the PJRT plugin and start a client at `import torch`
+# (which imports this package), costing every process the plugin's start and
+# making any process it forks unable to use tpu; so the names go up to a
+# bound instead, and a missing device is reported when it is used.
+_INDEXED_NAMES = 64
+
+
 def _register_device_interface():
     # Dynamo fills its table lazily (and would then put its own placeholder
     # under "tpu"): fill it first, then install ours.
     get_registered_device_interfaces()
     register_interface_for_device("tpu", TpuInterface)
-    for i in range(max(1, TpuInterface.device_count())):
+    for i in range(_INDEXED_NAMES):
         register_interface_for_device(f"tpu:{i}", TpuInterface)
 
 

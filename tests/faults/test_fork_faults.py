@@ -16,8 +16,7 @@ def test_fork_after_init(fault):
 
 
 def test_fork_before_the_runtime_starts(fault):
-    # import torch_tpu starts the runtime, so the guard covers every child
-    # forked after it; a child forked before it starts its own runtime.
+    # A child forked before the parent imported torch starts its own runtime.
     code = """
 import os
 pid = os.fork()
@@ -29,3 +28,20 @@ _, status = os.waitpid(pid, 0)
 print("child status", status)
 """
     assert "child status 0" in fault.run(code=code).stdout
+
+
+def test_fork_after_import_before_first_use(fault):
+    # Importing starts no runtime (that is the first use of a device), so a
+    # child forked after `import torch` may use tpu, and so may the parent.
+    code = """
+import os
+import torch, torch_tpu
+assert not torch.tpu.is_initialized()
+pid = os.fork()
+if pid == 0:
+    ok = (torch.arange(4.0).to("tpu") + 1).sum().item() == 10.0
+    os._exit(0 if ok else 3)
+_, status = os.waitpid(pid, 0)
+print("child status", status, "parent", (torch.arange(3.0).to("tpu") * 2).sum().item())
+"""
+    assert "child status 0 parent 6.0" in fault.run(code=code).stdout

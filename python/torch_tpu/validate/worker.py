@@ -1,10 +1,12 @@
-"""Runs one model in one mode and writes its result as JSON.
+"""Runs one model in the modes asked for and writes one JSON line per mode.
 
-`python -m torch_tpu.validate.worker SPEC_JSON MODE OUT_JSON`. The command line
-runs each worker in a subprocess of its own, so a crash or a hang costs one row.
+`python -m torch_tpu.validate.worker SPEC_JSON MODES OUT_JSONL`. The command
+line runs each model in a process of its own (forked from it, or this
+module's command line), so a crash or a hang costs that model's rows.
 """
 import copy
 import json
+import os
 import sys
 import time
 import traceback
@@ -70,24 +72,11 @@ def _error(e):
     return text[:2000]
 
 
-def run(spec, mode):
-    result = {"name": spec["name"], "cls": spec.get("cls"), "mode": mode}
-    torch.manual_seed(0)
+def _tpu_run(pristine, inputs, mode, cpu_out, cpu_grads, ops, float64):
+    result = {}
     start = time.perf_counter()
     try:
-        model, inputs = models.build(spec)
-        model = model.float().eval()
-        tpu_model = copy.deepcopy(model)
-        recorder = compare.OpRecorder()
-        with recorder:
-            cpu_out, cpu_grads = _forward_backward(model, inputs)
-    except Exception as e:
-        result.update(status="cpu_error", error=_error(e), seconds=time.perf_counter() - start)
-        return result
-    result["cpu_seconds"] = time.perf_counter() - start
-    start = time.perf_counter()
-    try:
-        tpu_model.to("tpu")
+        tpu_model = copy.deepcopy(pristine).to("tpu")
         if mode == "compile":
             torch_tpu.set_eager_mode("strict")
             runner = torch.compile(tpu_model, backend="tpu")
@@ -98,18 +87,17 @@ def run(spec, mode):
         torch.tpu.synchronize()
     except Exception as e:
         message = _error(e)
-        result.update(status="tpu_error", error=message, missing_ops=compare.missing_ops(message),
-                      seconds=time.perf_counter() - start)
-        return result
+        return dict(status="tpu_error", error=message, missing_ops=compare.missing_ops(message),
+                    seconds=time.perf_counter() - start)
     result["seconds"] = time.perf_counter() - start
-    out = compare.differences(tpu_out, cpu_out, recorder.ops)
-    grad = compare.differences(tpu_grads, cpu_grads, recorder.ops)
+    out = compare.differences(tpu_out, cpu_out, ops)
+    grad = compare.differences(tpu_grads, cpu_grads, ops)
     ok = out["ok"] and grad["ok"]
     if not ok:
         # Beyond the table: the CPU's float32 is not the truth either. Ask a
         # float64 run whether tpu is as close to it as the CPU is, for the
         # tensors past the table.
-        ref = _float64_reference(model, inputs)
+        ref = float64()
         if ref is not None:
             ok = (compare.no_worse_than_cpu(tpu_out, cpu_out, ref[0], names=out["failed"]) and
                   compare.no_worse_than_cpu(tpu_grads, cpu_grads, ref[1], names=grad["failed"]))
@@ -118,16 +106,58 @@ def run(spec, mode):
         status="match" if ok else "mismatch",
         out_max_abs=out["max_abs"], out_max_rel=out["max_rel"], out_worst=out["worst"],
         grad_max_abs=grad["max_abs"], grad_max_rel=grad["max_rel"], grad_worst=grad["worst"],
-        tolerance=list(compare.tolerance(torch.float32, recorder.ops)),
+        tolerance=list(compare.tolerance(torch.float32, ops)),
         n_outputs=len(cpu_out), n_grads=len(cpu_grads))
     return result
 
 
+def run_modes(spec, modes, emit):
+    """Runs the model in each mode in turn and calls emit(result) after each.
+    The model, its inputs and the CPU's run are made once for all modes: each
+    mode starts from a copy of the model as built."""
+    base = {"name": spec["name"], "cls": spec.get("cls")}
+    torch.manual_seed(0)
+    start = time.perf_counter()
+    try:
+        model, inputs = models.build(spec)
+        model = model.float().eval()
+        pristine = copy.deepcopy(model)
+        recorder = compare.OpRecorder()
+        with recorder:
+            cpu_out, cpu_grads = _forward_backward(model, inputs)
+    except Exception as e:
+        for mode in modes:
+            emit(dict(base, mode=mode, status="cpu_error", error=_error(e),
+                      seconds=time.perf_counter() - start))
+        return
+    cpu_seconds = time.perf_counter() - start
+    reference = []
+
+    def float64():
+        if not reference:  # once: it converts the CPU model in place
+            reference.append(_float64_reference(model, inputs))
+        return reference[0]
+
+    for mode in modes:
+        result = _tpu_run(pristine, inputs, mode, cpu_out, cpu_grads, recorder.ops, float64)
+        emit(dict(base, mode=mode, cpu_seconds=cpu_seconds, **result))
+
+
+def run(spec, mode):
+    results = []
+    run_modes(spec, [mode], results.append)
+    return results[0]
+
+
+def write_line(fd, result):
+    """One result as one JSON line, in one write, so a reader never sees half."""
+    os.write(fd, (json.dumps(result) + "\n").encode())
+
+
 def main(argv):
-    spec, mode, out_path = json.loads(argv[0]), argv[1], argv[2]
-    result = run(spec, mode)
-    with open(out_path, "w") as f:
-        json.dump(result, f)
+    spec, modes, out_path = json.loads(argv[0]), argv[1].split(","), argv[2]
+    fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    run_modes(spec, modes, lambda r: write_line(fd, r))
 
 
 if __name__ == "__main__":
