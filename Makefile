@@ -56,12 +56,13 @@ clean:
 # opinfo-full: every OpInfo x every dtype, OPINFO_MAX_SAMPLES samples per
 # (op, dtype) (plus as many reference inputs); 0 = all of them.
 OPINFO_MAX_SAMPLES ?= 4
+OPINFO_MODES ?= strict,debug,defer_and_fuse
 .PHONY: opinfo-report opinfo-full coverage-table
 opinfo-report: build
 	env -u TORCH_TPU_CPU_FALLBACK $(PYTHON) tests/opinfo/run.py --ops slice --dtypes ci --max-samples 0
 
 opinfo-full: build
-	env -u TORCH_TPU_CPU_FALLBACK $(PYTHON) tests/opinfo/run.py --ops all --dtypes all --max-samples $(OPINFO_MAX_SAMPLES)
+	env -u TORCH_TPU_CPU_FALLBACK $(PYTHON) tests/opinfo/run.py --ops all --dtypes all --modes $(OPINFO_MODES) --max-samples $(OPINFO_MAX_SAMPLES)
 
 # docs/coverage.md from the registry (tests/opinfo/test_coverage_table.py fails when it is stale).
 coverage-table: build

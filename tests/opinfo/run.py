@@ -1,7 +1,8 @@
 """Runs the OpInfo harness over many ops and writes the report.
 
     python3 tests/opinfo/run.py [--ops all|slice|NAME,...] [--dtypes all|ci|float32,...]
-                                [--max-samples N] [--timeout S] [--out tests/opinfo/report]
+                                [--modes strict,debug,defer_and_fuse] [--max-samples N]
+                                [--timeout S] [--out tests/opinfo/report]
 
 The ops run in a worker process (so a crash or a hang costs one op, recorded
 as such, not the run); the worker prints one JSON line per (op, dtype), the
@@ -33,13 +34,15 @@ SLICE_OPS = [
     "masked_select", "nonzero",
 ]
 CI_DTYPES = ["float32", "bfloat16"]
+MODES = ("strict", "debug", "defer_and_fuse")
 
 
-def _worker(keys, dtypes, max_samples):
+def _worker(keys, dtypes, max_samples, modes):
     import torch
 
     torch.set_num_threads(1)
     import harness
+    import torch_tpu
 
     harness.check_environment()
     ops = harness.op_by_key()
@@ -52,14 +55,17 @@ def _worker(keys, dtypes, max_samples):
                               "reason": "no such OpInfo on this torch"}), flush=True)
             continue
         for dt in harness.supported_dtypes(op, dts):
-            t0 = time.time()
-            r = harness.run_opinfo(op, dt, max_samples=max_samples)
-            r["seconds"] = round(time.time() - t0, 2)
-            print(json.dumps(r), flush=True)
+            for mode in modes:
+                t0 = time.time()
+                with torch_tpu.eager_mode(mode):
+                    r = harness.run_opinfo(op, dt, max_samples=max_samples)
+                r["seconds"] = round(time.time() - t0, 2)
+                r["mode"] = mode
+                print(json.dumps(r), flush=True)
         print(json.dumps({"done": key}), flush=True)
 
 
-def run_parallel(keys, dtypes, max_samples, timeout, jobs=1, log=None):
+def run_parallel(keys, dtypes, max_samples, timeout, jobs=1, log=None, modes=("strict",)):
     """run() over `jobs` worker processes (keys dealt round-robin)."""
     import threading
 
@@ -67,7 +73,8 @@ def run_parallel(keys, dtypes, max_samples, timeout, jobs=1, log=None):
     lock = threading.Lock()
 
     def one(i):
-        results[i] = run(keys[i::jobs], dtypes, max_samples, timeout, log=log, lock=lock, total=len(keys))
+        results[i] = run(keys[i::jobs], dtypes, max_samples, timeout, log=log, lock=lock, total=len(keys),
+                         modes=modes)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(jobs)]
     for t in threads:
@@ -80,7 +87,8 @@ def run_parallel(keys, dtypes, max_samples, timeout, jobs=1, log=None):
 _done_count = [0]
 
 
-def run(keys, dtypes, max_samples, timeout, progress=True, log=None, lock=None, total=None):
+def run(keys, dtypes, max_samples, timeout, progress=True, log=None, lock=None, total=None,
+        modes=("strict",)):
     """Runs keys in worker processes; returns the list of records. Each
     record is also appended to `log` (JSON lines) as it arrives."""
     import contextlib
@@ -100,7 +108,8 @@ def run(keys, dtypes, max_samples, timeout, progress=True, log=None, lock=None, 
     records = []
     while todo:
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--ops", ",".join(todo),
-               "--dtypes", ",".join(dtypes), "--max-samples", str(max_samples if max_samples else 0)]
+               "--dtypes", ",".join(dtypes), "--max-samples", str(max_samples if max_samples else 0),
+               "--modes", ",".join(modes)]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         sel = selectors.DefaultSelector()
         sel.register(p.stdout, selectors.EVENT_READ)
@@ -152,6 +161,15 @@ def run(keys, dtypes, max_samples, timeout, progress=True, log=None, lock=None, 
 
 
 def totals(records):
+    """Pass counts per direction over every record, and the same per eager
+    mode under "by_mode"."""
+    t = _direction_totals(records)
+    modes = sorted({r.get("mode", "strict") for r in records})
+    t["by_mode"] = {m: _direction_totals([r for r in records if r.get("mode", "strict") == m]) for m in modes}
+    return t
+
+
+def _direction_totals(records):
     t = {}
     for d in ("fwd", "bwd"):
         c = Counter(r[d] for r in records if r.get(d) not in (None, "n/a"))
@@ -193,14 +211,16 @@ def write_report(records, out_dir, meta):
              "An (op, dtype) is *claimed* when every aten overload its samples dispatch has a tpu kernel "
              "(lowered, native or composite; see tests/opinfo/claims.py). Rates are over claimed entries; "
              "`missing` = NotImplementedError on tpu.", "", "## Totals", "",
-             "| direction | pass | fail | missing | skip | claimed pass rate |", "|---|---|---|---|---|---|"]
-    for d in ("fwd", "bwd"):
-        c = t[d]["claimed"]
-        a = t[d]["all"]
-        rate = t[d]["claimed_pass_rate"]
-        lines.append(f"| {'forward' if d == 'fwd' else 'backward'} | {c.get('pass', 0)} | {c.get('fail', 0)} | "
-                     f"{a.get('missing', 0)} (claimed: {c.get('missing', 0)}) | {a.get('skip', 0)} | "
-                     f"{'-' if rate is None else f'{100 * rate:.1f}%'} |")
+             "| eager mode | direction | pass | fail | missing | skip | claimed pass rate |",
+             "|---|---|---|---|---|---|---|"]
+    for mode, tm in sorted(t["by_mode"].items()):
+        for d in ("fwd", "bwd"):
+            c = tm[d]["claimed"]
+            a = tm[d]["all"]
+            rate = tm[d]["claimed_pass_rate"]
+            lines.append(f"| {mode} | {'forward' if d == 'fwd' else 'backward'} | {c.get('pass', 0)} | "
+                         f"{c.get('fail', 0)} | {a.get('missing', 0)} (claimed: {c.get('missing', 0)}) | "
+                         f"{a.get('skip', 0)} | {'-' if rate is None else f'{100 * rate:.1f}%'} |")
     # Missing overloads, by how many (op, dtype) they block.
     blockers = Counter()
     for r in records:
@@ -209,15 +229,20 @@ def write_report(records, out_dir, meta):
     if blockers:
         lines += ["", "## Missing aten overloads (by number of op×dtype entries they block)", "",
                   ", ".join(f"`{n}` ({c})" for n, c in blockers.most_common())]
+    several = len(t["by_mode"]) > 1
+
+    def column(r):
+        return f"{r['dtype']} {r.get('mode', 'strict')}" if several and r["dtype"] != "-" else r["dtype"]
+
     by_op = defaultdict(dict)
     for r in records:
-        by_op[r["op"]][r["dtype"]] = r
+        by_op[r["op"]][column(r)] = r
     lines += ["", "## Per op and dtype (forward / backward)", "",
               "Legend: ✓ pass, ✗ fail, M missing lowering, - skipped, · no backward.", ""]
     dts = []
     for r in records:
-        if r["dtype"] not in dts and r["dtype"] != "-":
-            dts.append(r["dtype"])
+        if column(r) not in dts and r["dtype"] != "-":
+            dts.append(column(r))
     lines += ["| op | " + " | ".join(dts) + " |", "|---|" + "---|" * len(dts)]
     sym = {"pass": "✓", "fail": "✗", "missing": "M", "skip": "-", "n/a": "·"}
     for op in sorted(by_op):
@@ -249,6 +274,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--ops", default="slice")
     ap.add_argument("--dtypes", default="ci")
+    ap.add_argument("--modes", default="strict", help="comma list of eager modes, each run on every sample")
     ap.add_argument("--max-samples", type=int, default=8)
     ap.add_argument("--timeout", type=int, default=300)
     ap.add_argument("--out", default=os.path.join(HERE, "report"))
@@ -259,6 +285,9 @@ def main(argv=None):
     ap.add_argument("--resume", action="store_true",
                     help="keep the records of ops already in <out>/records.jsonl and run only the others")
     a = ap.parse_args(argv)
+    bad = [m for m in a.modes.split(",") if m not in MODES]
+    if bad:
+        ap.error(f"unknown eager mode(s) {', '.join(bad)}; choose from {', '.join(MODES)}")
     dtypes = {"ci": CI_DTYPES}.get(a.dtypes)
     if dtypes is None:
         import harness
@@ -266,7 +295,7 @@ def main(argv=None):
         dtypes = [str(d).replace("torch.", "") for d in harness.DTYPES] if a.dtypes == "all" \
             else a.dtypes.split(",")
     if a.worker:
-        return _worker(a.ops.split(","), dtypes, a.max_samples or None)
+        return _worker(a.ops.split(","), dtypes, a.max_samples or None, a.modes.split(","))
     if a.ops == "slice":
         keys = SLICE_OPS
     elif a.ops == "all":
@@ -290,13 +319,15 @@ def main(argv=None):
     elif os.path.exists(log):
         os.remove(log)
     if not a.report_only:
-        records = old + run_parallel(keys, dtypes, a.max_samples, a.timeout, jobs=a.jobs, log=log)
+        records = old + run_parallel(keys, dtypes, a.max_samples, a.timeout, jobs=a.jobs, log=log,
+                                     modes=a.modes.split(","))
     import torch
     import torch_tpu
 
     meta = {"command": "python3 tests/opinfo/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
             "torch": torch.__version__, "platform": torch_tpu.platform().get("platform_name", "?"),
-            "seconds": time.time() - t0, "max_samples": a.max_samples, "dtypes": dtypes}
+            "seconds": time.time() - t0, "max_samples": a.max_samples, "dtypes": dtypes,
+            "modes": a.modes.split(",")}
     t = write_report(records, a.out, meta)
     print(json.dumps(t, indent=1))
 

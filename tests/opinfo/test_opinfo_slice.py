@@ -1,4 +1,5 @@
-"""CI slice of the OpInfo harness: ~40 common ops x float32 and bfloat16.
+"""CI slice of the OpInfo harness: ~40 common ops x float32 and bfloat16 in strict
+mode, and float32 in debug and defer_and_fuse.
 
 Each (op, dtype) runs its first samples (and reference inputs) on tpu and on
 the CPU (see harness.py); forward and backward are separate tests reading one
@@ -12,6 +13,7 @@ import sys
 
 import pytest
 import torch
+import torch_tpu
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,7 +38,7 @@ def _known(op, dtype, direction):
 
 
 @functools.lru_cache(maxsize=None)
-def _result(key, dtype_name):
+def _result(key, dtype_name, mode):
     assert not os.environ.get("TORCH_TPU_CPU_FALLBACK"), "the OpInfo slice runs with zero CPU fallback"
     ops = harness.op_by_key()
     if key not in ops:
@@ -45,15 +47,20 @@ def _result(key, dtype_name):
     dtype = getattr(torch, dtype_name)
     if dtype not in op.supported_dtypes("cpu"):
         pytest.skip(f"{key} does not support {dtype_name} on the CPU")
-    return harness.run_opinfo(op, dtype, max_samples=MAX_SAMPLES)
+    with torch_tpu.eager_mode(mode):
+        return harness.run_opinfo(op, dtype, max_samples=MAX_SAMPLES)
 
 
 def _params():
-    return [pytest.param(k, d, id=f"{k}-{d}") for k in SLICE_OPS for d in CI_DTYPES]
+    # strict in every CI dtype; the other eager modes in float32 (the full run
+    # covers every mode and dtype).
+    return ([pytest.param(k, d, "strict", id=f"{k}-{d}") for k in SLICE_OPS for d in CI_DTYPES] +
+            [pytest.param(k, "float32", m, id=f"{k}-float32-{m}") for m in ("debug", "defer_and_fuse")
+             for k in SLICE_OPS])
 
 
-def _check(key, dtype_name, direction, request):
-    r = _result(key, dtype_name)
+def _check(key, dtype_name, mode, direction, request):
+    r = _result(key, dtype_name, mode)
     reason = _known(key, dtype_name, direction)
     if reason:
         request.applymarker(pytest.mark.xfail(reason=reason, strict=False))
@@ -61,14 +68,14 @@ def _check(key, dtype_name, direction, request):
     if status in ("skip", "n/a"):
         pytest.skip(r.get("bwd_reason") or r.get("reason") or f"no {direction} samples")
     details = "; ".join(f"{f['kind']} {f['sample']}: {f['reason']}" for f in r["failures"] if f["dir"] == direction)
-    assert status == "pass", f"{key} {dtype_name} {direction}: {status} ({r[direction + '_pass']} passed) {details}"
+    assert status == "pass", f"{key} {dtype_name} {mode} {direction}: {status} ({r[direction + '_pass']} passed) {details}"
 
 
-@pytest.mark.parametrize("key,dtype_name", _params())
-def test_forward(key, dtype_name, request):
-    _check(key, dtype_name, "fwd", request)
+@pytest.mark.parametrize("key,dtype_name,mode", _params())
+def test_forward(key, dtype_name, mode, request):
+    _check(key, dtype_name, mode, "fwd", request)
 
 
-@pytest.mark.parametrize("key,dtype_name", _params())
-def test_backward(key, dtype_name, request):
-    _check(key, dtype_name, "bwd", request)
+@pytest.mark.parametrize("key,dtype_name,mode", _params())
+def test_backward(key, dtype_name, mode, request):
+    _check(key, dtype_name, mode, "bwd", request)
