@@ -214,3 +214,16 @@ def test_the_float64_judge_sees_only_the_tensors_past_the_table():
     assert d["failed"] == ["far"] and not d["ok"]
     assert compare.no_worse_than_cpu(tpu, cpu, ref, names=d["failed"])
     assert not compare.no_worse_than_cpu(tpu, cpu, ref)
+
+
+def test_zero_initialized_parameters_are_woken_so_routing_has_no_ties():
+    # AFMoE zero-initializes its router gate: every expert would score the
+    # same, and which of the tied experts top-k picks is the CPU's accident.
+    torch.manual_seed(0)
+    model, inputs = models.build(models.resolve("afmoe"))
+    gate = model.model.layers[-1].mlp.router.gate.weight
+    assert gate.abs().min() > 0 and gate.std() < 0.1
+    hidden = torch.randn(8, model.config.hidden_size)
+    scores = torch.sigmoid(hidden @ gate.T)
+    top = scores.topk(model.config.num_experts_per_tok + 1, dim=1).values
+    assert (top[:, :-1] > top[:, 1:]).all()  # no ties at the cut

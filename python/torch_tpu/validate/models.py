@@ -244,6 +244,19 @@ def _load_file(path):
     return module.validate_model()
 
 
+def _wake_zero_parameters(model):
+    """Gives each all-zero floating parameter small random values (seeded by
+    the caller). A zero-initialized router gate (AFMoE's) scores every expert
+    the same, and top-k's choice among ties is the CPU's sorting algorithm's
+    accident, not a result; a zero-initialized branch gate makes gradients
+    that are exactly zero, which compare nothing."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.is_floating_point() and p.numel() > 0 and not p.any():
+                p.normal_(0.0, 0.02)
+    return model
+
+
 def build(spec):
     """(model, inputs) on the CPU for a spec from resolve(); seeded by the caller."""
     import transformers
@@ -256,12 +269,13 @@ def build(spec):
             config.use_cache = False
         cls = getattr(transformers, spec["cls"] or _class_names(config.model_type))
         weights = any(f.endswith((".safetensors", ".bin")) for f in os.listdir(spec["path"]))
-        model = cls.from_pretrained(spec["path"], config=config) if weights else cls(config)
+        model = (cls.from_pretrained(spec["path"], config=config) if weights
+                 else _wake_zero_parameters(cls(config)))
         return model, make_inputs(model, config)
     ca, _ = _auto()
     config = shrink(ca.CONFIG_MAPPING[spec["model_type"]]())
     for field, value in OVERRIDES.get(spec["model_type"], {}).items():
         setattr(config, field, value)
     cls = getattr(transformers, spec["cls"])
-    model = cls(config)
+    model = _wake_zero_parameters(cls(config))
     return model, make_inputs(model, config)
