@@ -206,29 +206,60 @@ def _vision(config):
     return getattr(config, "vision_config", None) or config
 
 
+def _ids(config):
+    vocab = getattr(_text(config), "vocab_size", None) or 128
+    return torch.randint(0, vocab, (BATCH, SEQ))
+
+
+def _pixels(config):
+    vision = _vision(config)
+    size = getattr(vision, "image_size", 32)
+    size = size[0] if isinstance(size, (list, tuple)) else size
+    return torch.randn(BATCH, getattr(vision, "num_channels", 3), size, size)
+
+
+def _features(config):
+    bins = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", 80)
+    return torch.randn(BATCH, bins, 2 * getattr(config, "max_source_positions", 32))
+
+
+# One recipe per input a model can take, seeded by the caller.
+RECIPES = {
+    "input_features": _features,
+    "input_ids": _ids,
+    "input_values": lambda config: torch.randn(BATCH, 4000),
+    "pixel_values": _pixels,
+}
+IMAGE_TOKENS = ("image_token_id", "image_token_index")
+
+
+def _two_towers(config):
+    """A contrastive text-image model (CLIP, ALIGN, SigLIP...): each tower
+    reads its own input. Models that put image features at image tokens in
+    the text (LLaVA) are not: their text alone runs."""
+    return (getattr(config, "text_config", None) is not None and
+            getattr(config, "vision_config", None) is not None and
+            not any(getattr(config, f, None) is not None for f in IMAGE_TOKENS))
+
+
 def make_inputs(model, config):
-    """Inputs for model's main input (seeded by the caller), plus labels when
-    the head computes a loss, and decoder ids for encoder-decoders."""
+    """Inputs for model's main input (seeded by the caller), plus the other
+    inputs it requires or, for two towers, reads; labels when the head
+    computes a loss, and decoder ids for encoder-decoders."""
+    import inspect
     main = getattr(model, "main_input_name", "input_ids")
-    text = _text(config)
-    vocab = getattr(text, "vocab_size", None) or 128
-    if main == "input_ids":
-        inputs = {"input_ids": torch.randint(0, vocab, (BATCH, SEQ))}
-    elif main == "pixel_values":
-        vision = _vision(config)
-        size = getattr(vision, "image_size", 32)
-        size = size[0] if isinstance(size, (list, tuple)) else size
-        inputs = {"pixel_values": torch.randn(BATCH, getattr(vision, "num_channels", 3), size, size)}
-    elif main == "input_features":
-        bins = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", 80)
-        frames = 2 * getattr(config, "max_source_positions", 32)
-        inputs = {"input_features": torch.randn(BATCH, bins, frames)}
-    elif main == "input_values":
-        inputs = {"input_values": torch.randn(BATCH, 4000)}
-    else:
+    if main not in RECIPES:
         raise ValueError(f"no input recipe for main input {main!r}")
+    inputs = {main: RECIPES[main](config)}
+    params = inspect.signature(model.forward).parameters
+    for name, param in params.items():
+        required = param.default is inspect.Parameter.empty and param.kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        wanted = required or (_two_towers(config) and name in ("input_ids", "pixel_values"))
+        if name in RECIPES and name not in inputs and wanted:
+            inputs[name] = RECIPES[name](config)
     if getattr(config, "is_encoder_decoder", False) and main == "input_ids":
-        inputs["decoder_input_ids"] = torch.randint(0, vocab, (BATCH, SEQ))
+        inputs["decoder_input_ids"] = _ids(config)
     name = type(model).__name__
     if main == "input_ids" and ("ForCausalLM" in name or "ForMaskedLM" in name or "LMHead" in name):
         inputs["labels"] = inputs["input_ids"].clone()
