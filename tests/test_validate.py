@@ -227,3 +227,16 @@ def test_zero_initialized_parameters_are_woken_so_routing_has_no_ties():
     scores = torch.sigmoid(hidden @ gate.T)
     top = scores.topk(model.config.num_experts_per_tok + 1, dim=1).values
     assert (top[:, :-1] > top[:, 1:]).all()  # no ties at the cut
+
+
+@pytest.mark.parametrize("model_type,expected", [
+    ("clip", {"input_ids", "pixel_values"}),   # two towers: both inputs
+    ("llava", {"input_ids"}),                  # image features at image tokens: text alone
+    ("vit", {"pixel_values"}),
+])
+def test_inputs_cover_what_the_model_reads(model_type, expected):
+    torch.manual_seed(0)
+    model, inputs = models.build(models.resolve(model_type))
+    assert set(inputs) == expected
+    outputs, grads = worker._forward_backward(model.float().eval(), inputs)
+    assert outputs and grads
