@@ -177,3 +177,19 @@ def test_nll_1d_input_with_one_target_matches_cpu():
         got = F.nll_loss(x.to("tpu"), _idx(2).to("tpu"), reduction=r)
         assert got.shape == want.shape
         torch.testing.assert_close(got.cpu(), want)
+
+
+@pytest.mark.parametrize("name,make,layout", [
+    ("coo_to_tpu", lambda: torch.randn(3, 3).to_sparse().to("tpu"), "sparse"),
+    ("coo_factory", lambda: torch.sparse_coo_tensor(torch.zeros(2, 1, dtype=torch.long), torch.ones(1), (2, 2),
+                                                    device="tpu"), "sparse"),
+    ("csr_to_dense", lambda: torch.randn(3, 3).to_sparse_csr().to("tpu").to_dense(), "sparse"),
+    ("csr_mm", lambda: torch.mm(torch.randn(3, 3).to_sparse_csr().to("tpu"), torch.ones(3, 3, device="tpu")),
+     "sparse"),
+    ("quantized_to_tpu", lambda: torch.quantize_per_tensor(torch.randn(3), 0.1, 0, torch.qint8).to("tpu"),
+     "quantized"),
+])
+def test_sparse_and_quantized_tensors_raise_naming_the_op_and_layout(name, make, layout):
+    # A tpu buffer is a dense array; the error says what to call instead.
+    with pytest.raises(NotImplementedError, match=rf"The operator 'aten::\w+.*' got a {layout} tensor on tpu"):
+        make()
