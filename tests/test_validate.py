@@ -240,3 +240,20 @@ def test_inputs_cover_what_the_model_reads(model_type, expected):
     assert set(inputs) == expected
     outputs, grads = worker._forward_backward(model.float().eval(), inputs)
     assert outputs and grads
+
+
+def test_the_float64_reference_runs_models_that_cast_to_float32():
+    # FastSpeech2 casts masks with .float() and builds tensors with
+    # dtype=torch.float32; its float64 reference must still be float64.
+    class Casts(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.tensor([1.0, 1e-8]))
+
+        def forward(self, x):
+            return (x.float() * self.w + torch.ones(2, dtype=torch.float32)).to(torch.float32)
+
+    outputs, grads = worker._float64_reference(Casts(), {"x": torch.tensor([1.0, 3.0])})
+    (out,) = outputs.values()
+    assert out.dtype == torch.float64 and grads["w"].dtype == torch.float64
+    assert out[1].item() == pytest.approx(1.0 + 3e-8, rel=1e-12)  # float32 would round it to 1

@@ -12,6 +12,8 @@ import time
 import traceback
 
 import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_map
 
 import torch_tpu
 from torch_tpu.validate import compare, models
@@ -56,13 +58,26 @@ def _to(inputs, device):
     return _map_tensors(inputs, lambda t: t.to(device))
 
 
+class _Float64Everywhere(TorchFunctionMode):
+    """Makes what a model casts to float32 (`.float()`, dtype=torch.float32:
+    FastSpeech2's masks and durations) float64 instead, so that a model that
+    casts runs in float64 all the same."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.float:
+            func = torch.Tensor.double
+        args, kwargs = tree_map(lambda a: torch.float64 if a is torch.float32 else a, (args, kwargs or {}))
+        return func(*args, **kwargs)
+
+
 def _float64_reference(model, inputs):
     """Outputs and gradients of the model in float64 on the CPU (converted in
     place: its float32 run is done); None when it does not run in float64."""
     try:
         model.zero_grad(set_to_none=True)
-        return _forward_backward(model.double(), _map_tensors(
-            inputs, lambda t: t.double() if t.is_floating_point() else t))
+        with _Float64Everywhere():
+            return _forward_backward(model.double(), _map_tensors(
+                inputs, lambda t: t.double() if t.is_floating_point() else t))
     except Exception:
         return None
 
