@@ -188,6 +188,9 @@ def test_a_float64_reference_judges_what_the_table_cannot():
     ("funnel", lambda c: list(c.block_sizes) == [1, 1, 1] and c.num_hidden_layers == 3),
     # MobileBERT's embeddings and bottleneck have widths of their own.
     ("mobilebert", lambda c: c.embedding_size == c.true_hidden_size == 32),
+    # GLM-4V's rotary sections add up to the shrunk head's frequencies.
+    ("glm4v", lambda c: sum(c.text_config.rope_parameters["mrope_section"]) ==
+     c.text_config.hidden_size // c.text_config.num_attention_heads // 2),
     # Swin's per-stage heads divide every stage width, and its last stage holds a window.
     ("swin", lambda c: all(c.embed_dim * 2 ** i % h == 0 for i, h in enumerate(c.num_heads))
      and c.image_size // c.patch_size >> (len(c.depths) - 1) >= c.window_size),

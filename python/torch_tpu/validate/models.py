@@ -189,6 +189,7 @@ def shrink(config):
         tid = getattr(config, field, None)
         if isinstance(vocab, int) and isinstance(tid, int) and tid >= vocab:
             setattr(config, field, vocab - 1)
+    _shrink_mrope(config, width, heads)
     layers = getattr(config, "num_hidden_layers", None)
     types = getattr(config, "layer_types", None)
     if isinstance(layers, int) and isinstance(types, list) and len(types) > layers:
@@ -196,6 +197,23 @@ def shrink(config):
     if hasattr(config, "use_cache"):
         config.use_cache = False
     return config
+
+
+def _shrink_mrope(config, width, heads):
+    """Multimodal rotary embeddings (Qwen2-VL, GLM-4V) split the rotary
+    frequencies into time, height and width sections whose sizes must add up
+    to the shrunk head's; the models default to a full-size split when the
+    config names none. A config that takes sections says so in the keys its
+    rope validation ignores."""
+    if "mrope_section" not in getattr(type(config), "ignore_keys_at_rope_validation", ()):
+        return
+    rope = getattr(config, "rope_parameters", None)
+    head = getattr(config, "head_dim", None)
+    head = head if isinstance(head, int) else (width // heads if width and isinstance(heads, int) else None)
+    if not isinstance(rope, dict) or head is None:
+        return
+    freqs = int(head * rope.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))) // 2
+    rope["mrope_section"] = [freqs - 2 * (freqs // 3), freqs // 3, freqs // 3]
 
 
 def _text(config):
