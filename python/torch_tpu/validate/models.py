@@ -24,6 +24,9 @@ SHRINK = {
     # embeddings, MobileBERT's bottleneck), and the n_/d_ spelling (Funnel, XLNet).
     "embedding_size": 32, "intra_bottleneck_size": 32, "true_hidden_size": 32,
     "n_head": 4, "d_head": 8, "d_inner": 64,
+    # Vision towers of multimodal models: their block count, and the width
+    # they project to (the text model's).
+    "depth": 2, "out_hidden_size": 32,
     # Multi-head latent attention (DeepSeek V2/V3, GLM-4 MoE, Kimi): its head
     # parts and low ranks, and grouped routing that still fits 4 experts,
     # with an MoE layer among the 2.
