@@ -1,0 +1,184 @@
+"""More ops real models reach beyond Core ATen, against the CPU in every
+eager mode: out= forms the generic routes did not reach (adaptive_avg_pool2d/3d,
+conj_physical, norm with a dtype, range, nonzero_static,
+_native_batch_norm_legit, __ilshift__/__irshift__), each with a wrongly
+sized out (resized, as on the CPU) and the CPU's refusal of a wrong dtype
+or device."""
+import warnings
+
+import pytest
+import torch
+
+
+def _same(got, want):
+    assert got.device.type == "tpu"
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+
+
+def _raises_like_cpu(fn):
+    """fn(device) raises on tpu what it raises on the CPU (type and message)."""
+    with pytest.raises(Exception) as want:
+        fn("cpu")
+    with pytest.raises(type(want.value)) as got:
+        fn("tpu")
+    assert str(got.value).splitlines()[0] == str(want.value).splitlines()[0]
+
+
+X = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(3))
+INTS = torch.tensor([1, 2, -8, 100, 0], dtype=torch.int32)
+
+# (name, fn(device, out) -> the op's result, the out tensor for a device).
+# Outs start wrongly sized: the op resizes them, as ATen's resize_output does.
+OUT_FORMS = [
+    ("adaptive_avg_pool2d", lambda d, o: torch._C._nn.adaptive_avg_pool2d(X.to(d), (3, 2), out=o),
+     lambda d: torch.empty(5, device=d)),
+    ("adaptive_avg_pool3d", lambda d, o: torch._C._nn.adaptive_avg_pool3d(X.to(d), (3, 2, 5), out=o),
+     lambda d: torch.empty(5, device=d)),
+    ("conj_physical_complex", lambda d, o: torch.conj_physical((X * (1 + 2j)).to(d), out=o),
+     lambda d: torch.empty(5, dtype=torch.complex64, device=d)),
+    ("conj_physical_real", lambda d, o: torch.conj_physical(X.to(d), out=o), lambda d: torch.empty(5, device=d)),
+    ("norm_dtype", lambda d, o: torch.ops.aten.norm.dtype_out(X.to(d), 3, [1, 2], True, dtype=torch.float64, out=o),
+     lambda d: torch.empty(0, dtype=torch.float64, device=d)),
+    ("norm_dtype_p_none", lambda d, o: torch.ops.aten.norm.dtype_out(X.to(d), None, [3], False, dtype=torch.float64,
+                                                                    out=o),
+     lambda d: torch.empty(0, dtype=torch.float64, device=d)),
+    ("range_long", lambda d, o: torch.range(0, 5, out=o), lambda d: torch.empty(2, dtype=torch.long, device=d)),
+    ("range_float", lambda d, o: torch.range(-1.5, 3.2, 1.1, out=o), lambda d: torch.empty(2, device=d)),
+    ("range_tenths", lambda d, o: torch.range(0, 1, 0.1, out=o), lambda d: torch.empty(0, dtype=torch.float64, device=d)),
+    ("range_down_int32", lambda d, o: torch.range(5, 1, -2, out=o), lambda d: torch.empty(9, dtype=torch.int32, device=d)),
+    ("nonzero_static", lambda d, o: torch.nonzero_static((X > 0.5).to(d), size=7, out=o),
+     lambda d: torch.empty(3, dtype=torch.long, device=d)),
+    ("nonzero_static_fill", lambda d, o: torch.nonzero_static((X > 2.5).to(d), size=9, fill_value=5, out=o),
+     lambda d: torch.empty(3, dtype=torch.long, device=d)),
+]
+
+
+@pytest.mark.parametrize("name,fn,make_out", OUT_FORMS, ids=[c[0] for c in OUT_FORMS])
+def test_out_form_matches_cpu(name, fn, make_out):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "An output with one or more elements was resized"
+        want_out = make_out("cpu")
+        want = fn("cpu", want_out)
+        out = make_out("tpu")
+        got = fn("tpu", out)
+    assert got is out
+    _same(out, want_out)
+
+
+# Outs the CPU refuses: its message, and an out on another device.
+BAD_OUTS = [
+    ("adaptive_avg_pool2d_dtype", lambda d: torch._C._nn.adaptive_avg_pool2d(
+        X.to(d), (3, 2), out=torch.empty(0, dtype=torch.float64, device=d))),
+    ("adaptive_avg_pool3d_dtype", lambda d: torch._C._nn.adaptive_avg_pool3d(
+        X.to(d), (3, 2, 2), out=torch.empty(0, dtype=torch.long, device=d))),
+    ("conj_physical_dtype", lambda d: torch.conj_physical(X.to(d), out=torch.empty(0, dtype=torch.float64, device=d))),
+    ("conj_physical_complex_to_real", lambda d: torch.conj_physical(
+        X.to(d).to(torch.complex64), out=torch.empty(0, device=d))),
+    ("norm_dtype", lambda d: torch.ops.aten.norm.dtype_out(X.to(d), 2, [1], False, dtype=torch.float64,
+                                                           out=torch.empty(0, device=d))),
+    ("range_step_sign", lambda d: torch.range(0, 5, -1, out=torch.empty(0, device=d))),
+    ("nonzero_static_float", lambda d: torch.nonzero_static(X.to(d), size=4, out=torch.empty(0, device=d))),
+    ("nonzero_static_int32", lambda d: torch.nonzero_static(X.to(d), size=4,
+                                                            out=torch.empty(0, dtype=torch.int32, device=d))),
+]
+
+
+@pytest.mark.parametrize("name,fn", BAD_OUTS, ids=[c[0] for c in BAD_OUTS])
+def test_out_form_refuses_what_the_cpu_refuses(name, fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _raises_like_cpu(fn)
+
+
+def test_out_on_another_device_is_refused():
+    with pytest.raises(RuntimeError, match="Expected out tensor to have device tpu:0, but got cpu instead"):
+        torch._C._nn.adaptive_avg_pool2d(X.to("tpu"), (3, 2), out=torch.empty(0))
+    with pytest.raises(RuntimeError, match="Expected out tensor to have device tpu:0, but got cpu instead"):
+        torch.conj_physical(X.to("tpu"), out=torch.empty(0))
+
+
+def test_conj_physical_in_place_and_gradient_match_cpu():
+    z = X * (1 - 3j)
+    _same(z.to("tpu").conj_physical_(), z.clone().conj_physical_())
+    # The functional op keeps its CompositeImplicit decomposition and its gradient.
+    zt = z.to("tpu").requires_grad_()
+    (g,) = torch.autograd.grad(torch.conj_physical(zt).real.sum() + torch.conj_physical(zt).imag.sum(), zt)
+    zc = z.clone().requires_grad_()
+    (want,) = torch.autograd.grad(torch.conj_physical(zc).real.sum() + torch.conj_physical(zc).imag.sum(), zc)
+    _same(g, want)
+
+
+def test_norm_with_dtype_and_its_gradient_match_cpu():
+    def run(d):
+        x = X.to(d).requires_grad_()
+        y = torch.ops.aten.norm.ScalarOpt_dim_dtype(x, 2, [1, 3], False, dtype=torch.float64)
+        (g,) = torch.autograd.grad(y.sum(), x)
+        return y, g
+    (y, g), (wy, wg) = run("tpu"), run("cpu")
+    _same(y.detach(), wy.detach())
+    _same(g, wg)
+
+
+@pytest.mark.parametrize("args", [(0, 5), (0, 5, 2), (-1.5, 3.2, 1.1), (5, 1, -2), (0.5, 2.7, 1.5)])
+@pytest.mark.parametrize("dtype", [None, torch.float64, torch.int64, torch.int32])
+def test_range_factory_matches_cpu(args, dtype):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.range is deprecated
+        want = torch.range(*args, dtype=dtype)
+        _same(torch.range(*args, dtype=dtype, device="tpu"), want)
+
+
+def _batch_norm_legit_out(d, training, out_dtype=torch.float32, mean_dtype=torch.float32):
+    w, b = torch.linspace(0.5, 1.5, 3), torch.tensor([0.1, -0.2, 0.3])
+    running = [torch.full((3,), 0.5, device=d), torch.full((3,), 2.0, device=d)]
+    outs = (torch.empty(0, dtype=out_dtype, device=d), torch.full((5,), 7.0, dtype=mean_dtype, device=d),
+            torch.empty(0, device=d))
+    r = torch.ops.aten._native_batch_norm_legit.out(X.to(d), w.to(d), b.to(d), *running, training, 0.1, 1e-5,
+                                                     out=outs[0], save_mean=outs[1], save_invstd=outs[2])
+    assert all(x is y for x, y in zip(r, outs))
+    return (*outs, *running)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_native_batch_norm_legit_out_matches_cpu(training):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for got, want in zip(_batch_norm_legit_out("tpu", training), _batch_norm_legit_out("cpu", training)):
+            _same(got, want)
+
+
+@pytest.mark.parametrize("which", ["out", "save_mean"])
+def test_native_batch_norm_legit_out_refuses_a_wrong_dtype(which):
+    kw = {"out_dtype" if which == "out" else "mean_dtype": torch.float64}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _raises_like_cpu(lambda d: _batch_norm_legit_out(d, True, **kw))
+
+
+SHIFTS = [
+    ("ilshift_scalar", lambda t, d: t.__ilshift__(3)),
+    ("irshift_scalar", lambda t, d: t.__irshift__(1)),
+    ("ilshift_tensor", lambda t, d: t.__ilshift__(torch.tensor([1, 2, 3, 4, 5], dtype=torch.int32, device=d))),
+    ("irshift_long_tensor", lambda t, d: t.__irshift__(torch.tensor([1, 2, 3, 0, 1], device=d))),
+    ("ilshift_broadcast", lambda t, d: t.__ilshift__(torch.tensor(2, dtype=torch.int32, device=d))),
+    ("operator", lambda t, d: t.__ilshift__(2).__irshift__(1)),
+]
+
+
+@pytest.mark.parametrize("name,fn", SHIFTS, ids=[c[0] for c in SHIFTS])
+def test_in_place_shift_matches_cpu(name, fn):
+    want_t = INTS.clone()
+    want = fn(want_t, "cpu")
+    t = INTS.to("tpu")
+    got = fn(t, "tpu")
+    assert got is t
+    _same(t, want_t)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda d: torch.ones(3, device=d).__ilshift__(2),
+    lambda d: INTS.to(d).__irshift__(torch.ones(2, 5, dtype=torch.int32, device=d)),
+], ids=["float_self", "broadcast_into_self"])
+def test_in_place_shift_refuses_what_the_cpu_refuses(fn):
+    _raises_like_cpu(lambda d: fn(d))
