@@ -3,7 +3,8 @@ eager mode: out= forms the generic routes did not reach (adaptive_avg_pool2d/3d,
 conj_physical, norm with a dtype, range, nonzero_static,
 _native_batch_norm_legit, __ilshift__/__irshift__), each with a wrongly
 sized out (resized, as on the CPU) and the CPU's refusal of a wrong dtype
-or device."""
+or device; normal with a tensor mean or std (by its statistics: the tpu
+generator is not the CPU's), refusing a negative std as the CPU does."""
 import warnings
 
 import pytest
@@ -182,3 +183,72 @@ def test_in_place_shift_matches_cpu(name, fn):
 ], ids=["float_self", "broadcast_into_self"])
 def test_in_place_shift_refuses_what_the_cpu_refuses(fn):
     _raises_like_cpu(lambda d: fn(d))
+
+
+# ---- normal(mean, std) with tensors
+
+MEAN = torch.tensor([-3.0, 0.0, 2.0, 10.0])[:, None]
+STD = torch.tensor([0.5, 1.0, 2.0])
+NORMAL = [
+    ("tensor_tensor", lambda d, n: torch.normal(MEAN.to(d).expand(4, n), STD.to(d)[:, None, None].expand(3, 4, n)),
+     lambda n: (MEAN.expand(3, 4, n), STD[:, None, None].expand(3, 4, n))),
+    ("float_tensor", lambda d, n: torch.normal(2.0, STD.to(d)[:, None].expand(3, n)),
+     lambda n: (torch.full((3, n), 2.0), STD[:, None].expand(3, n))),
+    ("tensor_float", lambda d, n: torch.normal(MEAN.to(d).expand(4, n), 0.25),
+     lambda n: (MEAN.expand(4, n), torch.full((4, n), 0.25))),
+]
+
+
+@pytest.mark.parametrize("name,draw,params", NORMAL, ids=[c[0] for c in NORMAL])
+def test_normal_with_tensors_has_the_asked_mean_and_std(name, draw, params):
+    n = 4000
+    x = draw("tpu", n)
+    mean, std = params(n)
+    assert x.device.type == "tpu" and x.shape == mean.shape and x.dtype == torch.float32
+    x = x.cpu()
+    # 4000 draws: the sample mean is within 5 standard errors, the std within 10%.
+    torch.testing.assert_close(x.mean(-1), mean[..., 0], atol=5 * float(std.max()) / n ** 0.5, rtol=0)
+    torch.testing.assert_close(x.std(-1), std[..., 0], rtol=0.1, atol=0)
+
+
+def test_normal_with_tensors_follows_the_generator_and_broadcasts():
+    g = torch.Generator(device="tpu")
+    g.manual_seed(5)
+    a = torch.normal(MEAN.to("tpu"), STD.to("tpu"), generator=g)
+    g.manual_seed(5)
+    b = torch.normal(MEAN.to("tpu"), STD.to("tpu"), generator=g)
+    assert a.shape == (4, 3) and torch.equal(a.cpu(), b.cpu())
+    assert torch.normal(torch.zeros(0, device="tpu"), torch.ones(0, device="tpu")).shape == (0,)
+    _raises_like_cpu(lambda d: torch.normal(torch.zeros(2, 3, device=d), torch.ones(6, device=d)))
+    _raises_like_cpu(lambda d: torch.normal(torch.zeros(3, dtype=torch.long, device=d), torch.ones(3, device=d)))
+
+
+def test_normal_with_tensors_out_forms():
+    for fn in (lambda o: torch.normal(MEAN.to("tpu"), STD.to("tpu"), out=o),
+               lambda o: torch.normal(1.0, STD.to("tpu"), out=o)):
+        out = torch.empty(0, dtype=torch.float64, device="tpu")
+        assert fn(out) is out
+        assert out.dtype == torch.float64 and out.shape == torch.broadcast_shapes(out.shape, STD.shape)
+    out = torch.empty(4, 1, device="tpu")
+    torch.normal(MEAN.to("tpu"), 0.5, out=out)
+    assert out.shape == (4, 1) and torch.isfinite(out.cpu()).all()
+
+
+@pytest.mark.parametrize("fn", [
+    lambda d: torch.normal(torch.zeros(3, device=d), torch.tensor([1.0, -0.5, 2.0], device=d)),
+    lambda d: torch.normal(0.0, torch.tensor([1.0, -0.5], device=d)),
+    lambda d: torch.normal(torch.zeros(3, device=d), torch.tensor([1.0, float("nan"), 2.0], device=d)),
+    lambda d: torch.normal(torch.zeros(3, device=d), -1.0),
+    lambda d: torch.normal(torch.zeros(2, device=d), -torch.ones(2, device=d), out=torch.empty(2, device=d)),
+], ids=["tensor_tensor", "float_tensor", "nan_std", "tensor_float", "out"])
+def test_normal_refuses_a_negative_std_as_the_cpu_does(fn):
+    _raises_like_cpu(fn)
+
+
+def test_normal_gradients_match_cpu():
+    # ATen's formula gives zeros (sampling is not reparameterized).
+    def run(d):
+        mean, std = MEAN.to(d).requires_grad_(), STD.to(d).requires_grad_()
+        return torch.autograd.grad(torch.normal(mean, std).sum(), (mean, std))
+    for got, want in zip(run("tpu"), run("cpu")):
+        _same(got, want)
