@@ -4,7 +4,10 @@ conj_physical, norm with a dtype, range, nonzero_static,
 _native_batch_norm_legit, __ilshift__/__irshift__), each with a wrongly
 sized out (resized, as on the CPU) and the CPU's refusal of a wrong dtype
 or device; normal with a tensor mean or std (by its statistics: the tpu
-generator is not the CPU's), refusing a negative std as the CPU does."""
+generator is not the CPU's), refusing a negative std as the CPU does;
+embedding_renorm_ and multilabel_margin_loss refusing out-of-range indices
+and targets as the CPU does (torch.histogram's non-finite ranges are in
+tests/test_histogram.py)."""
 import warnings
 
 import pytest
@@ -252,3 +255,34 @@ def test_normal_gradients_match_cpu():
         return torch.autograd.grad(torch.normal(mean, std).sum(), (mean, std))
     for got, want in zip(run("tpu"), run("cpu")):
         _same(got, want)
+
+
+# ---- value checks: indices and targets the CPU refuses
+
+TABLE = torch.randn(5, 3, generator=torch.Generator().manual_seed(4)) * 3
+
+
+@pytest.mark.parametrize("idx", [[1, 7, 9], [-6, 7, 1], [5], [[0, 5]]], ids=["above", "below", "size", "2d"])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_embedding_renorm_refuses_out_of_range_indices(idx, dtype):
+    _raises_like_cpu(lambda d: torch.embedding_renorm_(TABLE.clone().to(d), torch.tensor(idx, dtype=dtype, device=d),
+                                                       1.0, 2.0))
+    _raises_like_cpu(lambda d: torch.nn.functional.embedding(torch.tensor(idx, device=d), TABLE.clone().to(d),
+                                                             max_norm=1.0))
+
+
+def test_embedding_renorm_wraps_negative_indices_as_the_cpu_does():
+    idx = torch.tensor([-1, 2, -5, 2])
+    want = torch.embedding_renorm_(TABLE.clone(), idx, 1.0, 2.0)
+    _same(torch.embedding_renorm_(TABLE.clone().to("tpu"), idx.to("tpu"), 1.0, 2.0), want)
+
+
+@pytest.mark.parametrize("x,target", [
+    (torch.randn(2, 4), [[5, 0, -1, 0], [1, 2, 3, 0]]),
+    (torch.randn(2, 4), [[-2, 0, -1, 0], [1, 2, 3, 0]]),
+    (torch.randn(2, 4), [[1, -1, 7, 0], [1, 2, 3, 0]]),  # after the end mark too
+    (torch.randn(4), [4, 0, -1, 0]),
+    (torch.tensor(0.3), 1),
+], ids=["above", "below_end_mark", "after_end_mark", "one_sample", "scalar"])
+def test_multilabel_margin_loss_refuses_out_of_range_targets(x, target):
+    _raises_like_cpu(lambda d: torch.nn.functional.multilabel_margin_loss(x.to(d), torch.tensor(target, device=d)))
