@@ -78,6 +78,15 @@ def test_ctc_loss_unbatched_matches_cpu():
     _same_as_cpu(PADDED[0], [T], [5], logits=LOGITS[:, 0])
 
 
+def test_ctc_loss_with_targets_on_the_cpu_matches_cpu():
+    # As on CUDA, the targets and lengths may stay on the host.
+    lp = LOGITS.log_softmax(-1)
+    want = F.ctc_loss(lp, PADDED, torch.tensor(LENGTHS[0]), torch.tensor(LENGTHS[1]), reduction="none")
+    got = F.ctc_loss(lp.to("tpu"), PADDED, torch.tensor(LENGTHS[0]), torch.tensor(LENGTHS[1]), reduction="none")
+    assert got.device.type == "tpu"
+    torch.testing.assert_close(got.cpu(), want)
+
+
 def test_ctc_loss_log_alpha_matches_cpu_where_defined():
     # The CPU leaves log_alpha past each input length unwritten: compared up to it.
     lp = LOGITS.log_softmax(-1)

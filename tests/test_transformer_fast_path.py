@@ -3,29 +3,17 @@ nn.MultiheadAttention (eval mode, no gradients, batch_first), which PyTorch
 takes on tpu as on the CPU (_transformer_encoder_layer_fwd,
 _native_multi_head_attention), against the CPU's fast path in every eager
 mode: both activations, norm_first, padding and attention masks (boolean and
-additive), fully masked rows (NaN, as on the CPU), attention weights; and the nested-tensor
-packing nn.TransformerEncoder tries with a padding mask, which raises a clear
-NotImplementedError on tpu."""
+additive), fully masked rows (NaN, as on the CPU), attention weights; and the
+nested-tensor packing nn.TransformerEncoder tries with a padding mask, which
+raises a clear NotImplementedError on tpu."""
 import itertools
 
 import pytest
 import torch
 import torch.nn as nn
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch_tpu.validate.compare import OpRecorder
 
 D, H, FF, B, T = 16, 4, 32, 3, 6
-
-
-class _Ops(TorchDispatchMode):
-    """Records the ATen ops that run (to show the fast path was taken)."""
-
-    def __init__(self):
-        super().__init__()
-        self.names = set()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.names.add(func.overloadpacket.__name__)
-        return func(*args, **(kwargs or {}))
 
 
 def _to(x, d):
@@ -48,10 +36,10 @@ def _compare(module, args, kwargs, fast_op):
     with torch.no_grad():
         want = module(*args, **kwargs)
         module.to("tpu")
-        ops = _Ops()
+        ops = OpRecorder()  # to show that the fast path was taken
         with ops:
             got = module(*[_to(a, "tpu") for a in args], **{k: _to(v, "tpu") for k, v in kwargs.items()})
-    assert fast_op in ops.names, f"the fast path ({fast_op}) was not taken: {sorted(ops.names)}"
+    assert "aten::" + fast_op in ops.ops, f"the fast path ({fast_op}) was not taken: {sorted(ops.ops)}"
     want = want if isinstance(want, tuple) else (want,)
     got = got if isinstance(got, tuple) else (got,)
     for g, w in zip(got, want):

@@ -82,7 +82,8 @@ struct Ctc {
       for (int64_t i = 0; i < target_lengths[b]; ++i) positions[b * max_target + i] = starts[b] + i;
     at::Tensor padded = at::full({B, max_target}, blank, longs.device(device));
     if (targets.numel() > 0 && max_target > 0)
-      padded = targets.reshape({-1}).to(at::kLong).take(at::tensor(positions, longs).view({B, max_target}).to(device));
+      padded = targets.reshape({-1}).to(device, at::kLong).take(
+          at::tensor(positions, longs).view({B, max_target}).to(device));
     at::Tensor blanks = at::full({B, max_target, 1}, blank, longs.device(device));
     labels = at::cat({at::cat({blanks, padded.unsqueeze(2)}, 2).view({B, 2 * max_target}),
                       at::full({B, 1}, blank, longs.device(device))}, 1);
@@ -115,8 +116,8 @@ std::tuple<at::Tensor, at::Tensor> ctc_loss(const at::Tensor& log_probs, const a
   Ctc c(log_probs, targets, input_lengths, target_lengths, blank);
   at::Tensor ninf = at::full({c.B, c.S}, kNegInf, log_probs.options());
   // alpha_0: the first blank, and the first target when there is one.
-  at::Tensor alpha = c.T > 0 ? at::where(c.valid.logical_and(at::arange(c.S, c.labels.options()).lt(2)), c.emit[0], ninf)
-                             : ninf;
+  at::Tensor first_two = c.valid.logical_and(at::arange(c.S, c.labels.options()).lt(2));
+  at::Tensor alpha = c.T > 0 ? at::where(first_two, c.emit[0], ninf) : ninf;
   std::vector<at::Tensor> alphas{alpha};
   for (int64_t t = 1; t < c.T; ++t) {
     at::Tensor from2 = at::where(c.skip, c.shift(alpha, 2, kNegInf), ninf);
@@ -164,8 +165,8 @@ at::Tensor ctc_loss_backward(const at::Tensor& grad, const at::Tensor& log_probs
   at::Tensor sums = at::zeros_like(log_probs).scatter_add(2, c.labels.unsqueeze(0).expand({c.T, c.B, c.S}),
                                                           (ab - top).exp());
   at::Tensor lcab = sums.log() + top;
-  at::Tensor nll = neg_log_likelihood.view({1, c.B, 1});
-  at::Tensor g = (log_probs.exp() - (lcab + nll - log_probs).exp()) * grad.view({1, c.B, 1});
+  at::Tensor nll = neg_log_likelihood.reshape({1, c.B, 1});
+  at::Tensor g = (log_probs.exp() - (lcab + nll - log_probs).exp()) * grad.reshape({1, c.B, 1});
   at::Tensor t = at::arange(c.T, c.labels.options()).view({c.T, 1, 1});
   at::Tensor keep = t.lt(c.input_len.view({1, c.B, 1}));
   if (zero_infinity) keep = keep.logical_and(nll.isinf().logical_not());

@@ -90,9 +90,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("histc.out", torch::CppFunction::makeFromBoxedFunction<&checked_histc>());
   m.impl("histogram.bin_ct", torch::CppFunction::makeFromBoxedFunction<&checked_histogram>());
   m.impl("histogram.bin_ct_out", torch::CppFunction::makeFromBoxedFunction<&checked_histogram>());
-  m.impl("multilabel_margin_loss_forward", torch::CppFunction::makeFromBoxedFunction<&checked_multilabel_margin_loss>());
-  m.impl("multilabel_margin_loss_forward.output",
-         torch::CppFunction::makeFromBoxedFunction<&checked_multilabel_margin_loss>());
+  for (const char* name : {"multilabel_margin_loss_forward", "multilabel_margin_loss_forward.output"})
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&checked_multilabel_margin_loss>());
 }
 
 }  // namespace torch_tpu::aten
