@@ -177,7 +177,9 @@ Route compute_route(const c10::OperatorHandle& op) {
   std::string base = schema.name();
   std::vector<std::string> bases{base};
   if (r.variant == Variant::InPlace && base.rfind("aten::__i", 0) == 0) {
-    bases = {"aten::__" + base.substr(9)};  // __ilshift__ updates self with __lshift__
+    // In-place operators are named apart from their functional twins
+    // (__ilshift__, __lshift__), not by a trailing underscore.
+    bases = {"aten::__" + base.substr(9)};
   } else if (r.variant == Variant::InPlace && !base.empty() && base.back() == '_') {
     base.pop_back();
     // normal_ is the one in-place op whose functional form has another name.
@@ -651,6 +653,7 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     for (size_t k = 0; k < route.written.size() && k < results.size(); ++k) {
       at::Tensor out = values[route.written[k]].toTensor();
       const at::Tensor& r = results[k];
+      // Copying across would hide a device mix-up; ATen's structured kernels refuse it too.
       TORCH_CHECK(out.device() == r.device(), "Expected out tensor to have device ", r.device(), ", but got ",
                   out.device(), " instead");
       if (auto it = out_dtype_checks().find(schema.name()); it != out_dtype_checks().end())
