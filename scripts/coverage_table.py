@@ -104,8 +104,6 @@ SERIES = "no XLA primitive: needs a series or recurrence evaluation (not yet wri
 SPARSE = "sparse layout (tpu tensors are dense)"
 TEST_OP = "PyTorch's own test operator"
 REASONS = {
-    "__ilshift__": "in-place <<= not yet routed (aten::__lshift__ is lowered)",
-    "__irshift__": "in-place >>= not yet routed (aten::__rshift__ is lowered)",
     "_add_relu*": "fused add + relu of the JIT fusion passes: not yet lowered",
     "_addmm_activation": "fused addmm + relu/gelu (inductor's CUDA epilogue): not yet lowered",
     "_aminmax": "deprecated alias of aminmax (lowered): not routed",
@@ -128,9 +126,9 @@ REASONS = {
     "_logcumsumexp": CPU_ONLY,
     "_make_per_channel_quantized_tensor": QUANTIZED,
     "_make_per_tensor_quantized_tensor": QUANTIZED,
-    "_masked_softmax*": "the CPU/CUDA MultiheadAttention fast path's softmax: not yet lowered",
+    "_masked_softmax*": "the CPU/CUDA MultiheadAttention fast path's softmax: tpu's fast path "
+                        "(csrc/aten/transformer.cpp) does without it",
     "_mkldnn_*": MKLDNN,
-    "_native_multi_head_attention": "MultiheadAttention's eval fast path: not yet lowered",
     "_nested_compute_contiguous_strides_offsets": "nested tensor metadata helper (dense in and out)",
     "_nested_from_padded": NESTED,
     "_nested_tensor_from_mask*": NESTED,
@@ -142,8 +140,8 @@ REASONS = {
     "_standard_gamma": SAMPLER,
     "_test_*": TEST_OP,
     "_to_sparse*": SPARSE,
-    "_transform_bias_rescale_qkv": "MultiheadAttention's eval fast path: not yet lowered",
-    "_transformer_encoder_layer_fwd": "TransformerEncoderLayer's eval fast path: not yet lowered",
+    "_transform_bias_rescale_qkv": "the CPU/CUDA MultiheadAttention fast path's projection step: tpu's "
+                                   "fast path (csrc/aten/transformer.cpp) does without it",
     "_weight_int4pack_mm_for_cpu": CPU_ONLY,
     "binomial": SAMPLER,
     "cholesky": "not yet lowered: the CPU raises on a matrix that is not positive-definite, which "

@@ -63,12 +63,12 @@ def test_histc_refuses_bool_and_complex(tpu):
             torch.histc(x.to(tpu), bins=2)
 
 
-def test_histc_non_finite_data_range_is_nan_not_plausible(tpu):
-    # The CPU raises; the device cannot, so every count is NaN.
-    with pytest.raises(RuntimeError, match="not finite"):
-        torch.histc(torch.tensor([1.0, NAN]), bins=3)
-    assert torch.histc(torch.tensor([1.0, NAN]).to(tpu), bins=3).isnan().all()
-    assert torch.histc(torch.tensor([1.0, INF]).to(tpu), bins=3).isnan().all()
+@pytest.mark.parametrize("data", [[1.0, NAN], [1.0, INF], [-INF, 2.0]], ids=["nan", "inf", "minus_inf"])
+def test_histc_non_finite_data_range_raises_as_on_cpu(data, tpu):
+    # The data's range is read back first (a host sync), as the CPU checks it.
+    for d in ("cpu", tpu):
+        with pytest.raises(RuntimeError, match=r"torch.histc: range of \[.*\] is not finite"):
+            torch.histc(torch.tensor(data).to(d), bins=3)
 
 
 @pytest.mark.parametrize("x,kw,err,match", [
@@ -111,11 +111,22 @@ def test_histogram_matches_cpu(name, x, kw, tpu):
         torch.testing.assert_close(g.cpu(), w, equal_nan=True)
 
 
-def test_histogram_non_finite_data_range_is_nan_not_plausible(tpu):
-    # As histc: the CPU raises, the device cannot, so every count is NaN.
-    with pytest.raises(RuntimeError, match="not finite"):
-        torch.histogram(torch.tensor([1.0, INF]), bins=3)
-    assert torch.histogram(torch.tensor([1.0, INF]).to(tpu), bins=3).hist.isnan().all()
+@pytest.mark.parametrize("data", [[1.0, NAN], [1.0, INF], [-INF, 2.0]], ids=["nan", "inf", "minus_inf"])
+def test_histogram_non_finite_data_range_raises_as_on_cpu(data, tpu):
+    with pytest.raises(RuntimeError) as want:
+        torch.histogram(torch.tensor(data), bins=3)
+    with pytest.raises(RuntimeError) as got:
+        torch.histogram(torch.tensor(data).to(tpu), bins=3)
+    assert str(got.value).splitlines()[0] == str(want.value).splitlines()[0]
+
+
+@pytest.mark.parametrize("rng", [(0.0, INF), (NAN, 1.0), (-INF, 0.0), (INF, 1.0)])
+def test_histogram_non_finite_range_raises_as_on_cpu(rng, tpu):
+    with pytest.raises(RuntimeError) as want:
+        torch.histogram(torch.tensor([0.5]), bins=3, range=rng)
+    with pytest.raises(RuntimeError) as got:
+        torch.histogram(torch.tensor([0.5]).to(tpu), bins=3, range=rng)
+    assert str(got.value).splitlines()[0] == str(want.value).splitlines()[0]
 
 
 @pytest.mark.parametrize("args,kw", [

@@ -54,6 +54,13 @@ at::Tensor tpu_nonzero_static(const at::Tensor& self, int64_t size, int64_t fill
   return at::nonzero_static(to_host(self), size, fill_value).to(self.device());
 }
 
+at::Tensor& tpu_nonzero_static_out(const at::Tensor& self, int64_t size, int64_t fill_value, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kLong,
+              "nonzero_static: Expected out tensor to have scalar type Long but got scalar type", out.scalar_type());
+  copy_to_out(tpu_nonzero_static(self, size, fill_value), out);
+  return out;
+}
+
 // ---- masked_select / masked_scatter_
 
 at::Tensor tpu_masked_select(const at::Tensor& self, const at::Tensor& mask) {
@@ -193,6 +200,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", TORCH_FN(tpu_nonzero));
   m.impl("nonzero.out", TORCH_FN(tpu_nonzero_out));
   m.impl("nonzero_static", TORCH_FN(tpu_nonzero_static));
+  m.impl("nonzero_static.out", TORCH_FN(tpu_nonzero_static_out));
   m.impl("masked_select", TORCH_FN(tpu_masked_select));
   m.impl("masked_select.out", TORCH_FN(tpu_masked_select_out));
   m.impl("masked_scatter_", TORCH_FN(tpu_masked_scatter_));

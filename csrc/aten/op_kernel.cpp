@@ -79,13 +79,25 @@ void check_exact_out(const char*, const at::Tensor& out, const at::Tensor& resul
   TORCH_CHECK(out.scalar_type() == result.scalar_type(), "Expected object of scalar type ",
               result.scalar_type(), " but got scalar type ", out.scalar_type(), " for argument 'out'");
 }
+void check_pool_out(const char*, const at::Tensor& out, const at::Tensor& result) {
+  TORCH_CHECK(out.dtype() == result.dtype(), "expected dtype ", result.dtype(), " for `output` but got dtype ",
+              out.dtype());
+}
+void check_found_dtype_out(const char*, const at::Tensor& out, const at::Tensor& result) {
+  TORCH_CHECK(out.scalar_type() == result.scalar_type(), "Found dtype ", out.scalar_type(), " but expected ",
+              result.scalar_type());
+}
 using OutCheck = void (*)(const char*, const at::Tensor&, const at::Tensor&);
 const std::map<std::string, std::pair<const char*, OutCheck>>& out_dtype_checks() {
   static const std::map<std::string, std::pair<const char*, OutCheck>> table = {
+      {"aten::adaptive_avg_pool2d", {"adaptive_avg_pool2d", &check_pool_out}},
+      {"aten::adaptive_avg_pool3d", {"adaptive_avg_pool3d", &check_pool_out}},
       {"aten::all", {"all", &check_bool_or_byte_out}},
       {"aten::any", {"any", &check_bool_or_byte_out}},
       {"aten::complex", {"complex", &check_exact_out}},
+      {"aten::conj_physical", {"conj_physical", &check_found_dtype_out}},
       {"aten::isin", {"isin", &check_same_dtype_out}},
+      {"aten::norm", {"norm", &check_same_dtype_out}},
       {"aten::polar", {"polar", &check_exact_out}},
   };
   return table;
@@ -164,7 +176,11 @@ Route compute_route(const c10::OperatorHandle& op) {
     if (r.variant == Variant::InPlace || !is_written(a)) inputs.push_back(&a);
   std::string base = schema.name();
   std::vector<std::string> bases{base};
-  if (r.variant == Variant::InPlace && !base.empty() && base.back() == '_') {
+  if (r.variant == Variant::InPlace && base.rfind("aten::__i", 0) == 0) {
+    // In-place operators are named apart from their functional twins
+    // (__ilshift__, __lshift__), not by a trailing underscore.
+    bases = {"aten::__" + base.substr(9)};
+  } else if (r.variant == Variant::InPlace && !base.empty() && base.back() == '_') {
     base.pop_back();
     // normal_ is the one in-place op whose functional form has another name.
     bases = {base, base + "_functional"};
@@ -637,6 +653,9 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     for (size_t k = 0; k < route.written.size() && k < results.size(); ++k) {
       at::Tensor out = values[route.written[k]].toTensor();
       const at::Tensor& r = results[k];
+      // Copying across would hide a device mix-up; ATen's structured kernels refuse it too.
+      TORCH_CHECK(out.device() == r.device(), "Expected out tensor to have device ", r.device(), ", but got ",
+                  out.device(), " instead");
       if (auto it = out_dtype_checks().find(schema.name()); it != out_dtype_checks().end())
         it->second.second(it->second.first, out, r);
       if (out.sizes() != r.sizes()) at::native::resize_output(out, r.sizes());

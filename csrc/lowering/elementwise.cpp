@@ -926,14 +926,16 @@ TPU_LOWERING("aten::bitwise_xor.Scalar", lower_bitwise<&Builder::xor_, kBitwiseX
 TPU_LOWERING("aten::bitwise_xor.Tensor", lower_bitwise<&Builder::xor_, kBitwiseXor>);
 TPU_LOWERING("aten::ceil", rounding_unary<method<&Builder::ceil>, kCeil>);
 TPU_LOWERING("aten::clamp", lower_clamp);
-// _conj_physical, not conj_physical: a kernel for the CompositeImplicit
-// conj_physical would hide its autograd formula.
 TPU_LOWERING("aten::_conj_physical", lower_conj_physical);
 TPU_LOWERING("aten::clamp.Tensor", lower_clamp);
 TPU_LOWERING("aten::clamp_max", lower_clamp_max);
 TPU_LOWERING("aten::clamp_max.Tensor", lower_clamp_max);
 TPU_LOWERING("aten::clamp_min", lower_clamp_min);
 TPU_LOWERING("aten::clamp_min.Tensor", lower_clamp_min);
+// The CompositeImplicit conj_physical keeps its decomposition (and autograd
+// formula, op_kernel.cpp skips it); this entry routes conj_physical_ and
+// conj_physical.out, which have CPU kernels of their own.
+TPU_LOWERING("aten::conj_physical", lower_conj_physical);
 TPU_LOWERING("aten::copysign.Tensor", lower_copysign);
 TPU_LOWERING("aten::cos", float_unary<method<&Builder::cosine>>);
 TPU_LOWERING("aten::cosh", float_unary<cosh_>);

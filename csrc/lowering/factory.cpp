@@ -73,10 +73,10 @@ Arg int_number(int64_t v) {
   return a;
 }
 
-// The range [start, end) by step. The numbers are static: they decide the
-// length.
+// The range [start, end) by step, or [start, end] (torch.range) when
+// `inclusive`. The numbers are static: they decide the length.
 Value arange(Context& ctx, const Arg& start, const Arg& end, const Arg& step,
-             std::optional<E> requested) {
+             std::optional<E> requested, bool inclusive = false) {
   Builder& b = ctx.b;
   bool all_int = is_int_number(start) && is_int_number(end) && is_int_number(step);
   E t = requested ? *requested : all_int ? E::I64 : ctx.default_float;
@@ -95,7 +95,11 @@ Value arange(Context& ctx, const Arg& start, const Arg& end, const Arg& step,
   int64_t ie = all_int ? end.number.i : static_cast<int64_t>(e);
   int64_t id = all_int ? step.number.i : static_cast<int64_t>(d);
   int64_t n;
-  if (t == E::I64) {
+  if (inclusive) {
+    // torch.range sizes every integer type in int64 on the truncated values.
+    TPU_CHECK(!integral || id != 0, ErrorKind::Runtime, "step must be nonzero");
+    n = integral ? (ie - is) / id + 1 : static_cast<int64_t>((e - s) / d + 1);
+  } else if (t == E::I64) {
     TPU_CHECK(id != 0, ErrorKind::Value, "step must be nonzero");
     int64_t sign = id > 0 ? 1 : -1;
     n = (ie - is + id - sign) / id;
@@ -139,6 +143,13 @@ Values lower_arange_start(Context& ctx, const Args& args) {
 // arange.start_step(start, end, step, *, dtype, ...)
 Values lower_arange_start_step(Context& ctx, const Args& args) {
   return {arange(ctx, args.at(0), args.at(1), args.at(2), dtype_arg(args, 3))};
+}
+
+// range.step(start, end, step=1, *, dtype, ...): the default dtype unless
+// given, whatever the numbers' types.
+Values lower_range(Context& ctx, const Args& args) {
+  return {arange(ctx, args.at(0), args.at(1), args.at(2), dtype_arg(args, 3).value_or(ctx.default_float),
+                 /*inclusive=*/true)};
 }
 
 Value linspace_values(Builder& b, double start, double end, int64_t steps, E c) {
@@ -215,6 +226,7 @@ TPU_LOWERING("aten::fill.Scalar", lower_fill_scalar);
 TPU_LOWERING("aten::fill.Tensor", lower_fill_tensor);
 TPU_LOWERING("aten::linspace", lower_linspace, /*static_numbers=*/true);
 TPU_LOWERING("aten::logspace", lower_logspace, /*static_numbers=*/true);
+TPU_LOWERING("aten::range.step", lower_range, /*static_numbers=*/true);
 TPU_LOWERING("aten::zero", lower_zero);
 
 }  // namespace torch_tpu::lowering

@@ -12,7 +12,9 @@
 //
 // With min == max the range is the data's own [min, max] (widened by 1 on each
 // side when they are equal). The CPU raises when that range is not finite; the
-// device cannot raise, so those counts come out NaN instead of plausible.
+// device cannot raise, so eager mode reads the range back first
+// (aten/value_checks.cpp) and a compiled graph's counts come out NaN instead
+// of plausible.
 #include <cmath>
 #include <string>
 
@@ -142,7 +144,8 @@ Value finish_histogram(Builder& b, Value pos, const std::optional<Value>& weight
 // CPU's: the linear estimate (x - lo) * bins / (hi - lo), corrected by an upper
 // bound search among the edges next to it; the last bin includes its right
 // edge, values outside the range and NaN are not counted. The CPU raises when
-// the data's range is not finite; the device cannot, so those counts come out
+// the data's range is not finite; the device cannot, so eager mode reads it
+// back first (aten/value_checks.cpp) and a compiled graph's counts come out
 // NaN.
 std::vector<Value> lower_histogram_bin_ct(Context& ctx, const Args& a) {
   Builder& b = ctx.b;
@@ -160,10 +163,10 @@ std::vector<Value> lower_histogram_bin_ct(Context& ctx, const Args& a) {
     const auto& range = a[2].floats;
     TPU_CHECK(range.size() == 2, ErrorKind::Runtime, "torch.histogramdd: for a 1-dimensional histogram, range should "
               "have 2 elements, but got ", range.size());
-    TPU_CHECK(range[0] <= range[1], ErrorKind::Runtime, "torch.histogramdd: min should not exceed max, but got min ",
-              range[0], " max ", range[1], " for dimension 0");
     TPU_CHECK(std::isfinite(range[0]) && std::isfinite(range[1]), ErrorKind::Runtime,
               "torch.histogramdd: dimension 0's range [", range[0], ", ", range[1], "] is not finite");
+    TPU_CHECK(range[0] <= range[1], ErrorKind::Runtime, "torch.histogramdd: min should not exceed max, but got min ",
+              range[0], " max ", range[1], " for dimension 0");
     lo = b.constant(range[0], t), hi = b.constant(range[1], t);
   } else if (n == 0) {
     lo = b.constant(0, t), hi = b.constant(1, t);

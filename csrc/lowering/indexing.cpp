@@ -157,11 +157,20 @@ std::vector<Value> lower_embedding_dense_backward(Context& ctx, const Args& a) {
   return {cast(b, add_rows(b, rows, idx, num), grad.dtype())};
 }
 
+// Negative positions count from the end (for the ops that allow them).
+Value wrap_negative(Builder& b, Value idx, int64_t size) {
+  Value i = cast(b, idx, E::I64);
+  Value zero = b.zeros(E::I64, i.shape());
+  Value wrapped = b.add(i, b.full(double(size), E::I64, i.shape()));
+  return b.select(b.compare(i, zero, Compare::LT), wrapped, i);
+}
+
 // embedding_renorm(self, indices, max_norm, norm_type), the functional form of
 // what F.embedding(max_norm=...) calls before its lookup: each row of self named
 // in indices whose norm exceeds max_norm is scaled by max_norm / (norm + 1e-7),
-// the norm rounded to self's type first, as the CPU's row.norm() is. Positions
-// outside the table name no row (the CPU raises; TORCH_TPU_CHECK_INDICES does).
+// the norm rounded to self's type first, as the CPU's row.norm() is. Negative
+// positions count from the end, as the CPU's self[i] does; the CPU rejects
+// the others outside the table, and so does aten/value_checks.cpp first.
 std::vector<Value> lower_embedding_renorm(Context& ctx, const Args& a) {
   Builder& b = ctx.b;
   Value w = a[0].as_tensor(), indices = a[1].as_tensor();
@@ -183,21 +192,13 @@ std::vector<Value> lower_embedding_renorm(Context& ctx, const Args& a) {
   E op = opmath(norm.dtype());
   norm = cast(b, norm, op);
   Value named = b.zeros(op, {rows});
-  if (k > 0) named = add_rows(b, b.full(1, op, {k}), b.reshape(cast(b, indices, E::I64), {k, 1}), rows);
+  if (k > 0) named = add_rows(b, b.full(1, op, {k}), b.reshape(wrap_negative(b, indices, rows), {k, 1}), rows);
   Value limit = b.full(max_norm, op, {rows});
   Value shrink = b.and_(b.compare(named, b.zeros(op, {rows}), Compare::GT), b.compare(norm, limit, Compare::GT));
   Value scale = b.div(limit, b.add(norm, b.full(1e-7, op, {rows})));
   Shape s = w.shape();
   Value scaled = cast(b, b.mul(cast(b, w, opmath(t)), cast(b, b.broadcast_in_dim(scale, s, {0}), opmath(t))), t);
   return {b.select(b.broadcast_in_dim(shrink, s, {0}), scaled, w)};
-}
-
-// Negative positions count from the end (for the ops that allow them).
-Value wrap_negative(Builder& b, Value idx, int64_t size) {
-  Value i = cast(b, idx, E::I64);
-  Value zero = b.zeros(E::I64, i.shape());
-  Value wrapped = b.add(i, b.full(double(size), E::I64, i.shape()));
-  return b.select(b.compare(i, zero, Compare::LT), wrapped, i);
 }
 
 // index_add / index_copy: whole slices of source written along dim at the

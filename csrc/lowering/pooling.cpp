@@ -455,6 +455,10 @@ TPU_LOWERING("aten::_adaptive_avg_pool2d", lower_adaptive_avg_pool<2>);
 TPU_LOWERING("aten::_adaptive_avg_pool2d_backward", lower_adaptive_avg_pool_backward<2>);
 TPU_LOWERING("aten::_adaptive_avg_pool3d", lower_adaptive_avg_pool<3>);
 TPU_LOWERING("aten::_adaptive_avg_pool3d_backward", lower_adaptive_avg_pool_backward<3>);
+// The CompositeImplicit adaptive_avg_pool2d/3d keep their decompositions
+// (op_kernel.cpp skips them); these entries route their out= forms.
+TPU_LOWERING("aten::adaptive_avg_pool2d", lower_adaptive_avg_pool<2>);
+TPU_LOWERING("aten::adaptive_avg_pool3d", lower_adaptive_avg_pool<3>);
 TPU_LOWERING("aten::adaptive_max_pool2d", lower_adaptive_max_pool<2>);
 TPU_LOWERING("aten::adaptive_max_pool2d_backward", lower_adaptive_max_pool_backward<2>);
 TPU_LOWERING("aten::adaptive_max_pool3d", lower_adaptive_max_pool<3>);

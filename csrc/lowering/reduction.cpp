@@ -458,10 +458,12 @@ std::vector<Value> lower_linalg_vector_norm(Context& ctx, const Args& a) {
   return {vector_norm(ctx, a[0].as_tensor(), a[1].number.as_double(), a[2], arg_keepdim(a[3]),
                       a[4].opt_dtype())};
 }
-// norm.ScalarOpt_dim(self, p=None, dim, keepdim): the vector norm, p = 2 by default.
+// norm.ScalarOpt_dim(self, p=None, dim, keepdim[, *, dtype]): the vector
+// norm, p = 2 by default, computed in dtype when given.
 std::vector<Value> lower_norm_scalaropt_dim(Context& ctx, const Args& a) {
   double ord = a[1].is_none() ? 2.0 : a[1].number.as_double();
-  return {vector_norm(ctx, a[0].as_tensor(), ord, a[2], arg_keepdim(a[3]), std::nullopt)};
+  std::optional<E> dtype = a.size() > 4 ? a[4].opt_dtype() : std::nullopt;
+  return {vector_norm(ctx, a[0].as_tensor(), ord, a[2], arg_keepdim(a[3]), dtype)};
 }
 // renorm(self, p, dim, maxnorm): each slice along `dim` whose p-norm exceeds maxnorm
 // is scaled to it (by maxnorm / (norm + 1e-7), ATen's factor). Half types take the
@@ -577,6 +579,7 @@ TPU_LOWERING("aten::min", lower_min);
 TPU_LOWERING("aten::min.dim", lower_min_dim);
 TPU_LOWERING("aten::nansum", lower_nansum);
 TPU_LOWERING("aten::norm.ScalarOpt_dim", lower_norm_scalaropt_dim, /*static_numbers=*/true);
+TPU_LOWERING("aten::norm.ScalarOpt_dim_dtype", lower_norm_scalaropt_dim, /*static_numbers=*/true);
 TPU_LOWERING("aten::prod", lower_prod);
 TPU_LOWERING("aten::prod.dim_int", lower_prod_dim);
 TPU_LOWERING("aten::renorm", lower_renorm, /*static_numbers=*/true);

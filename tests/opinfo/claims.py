@@ -32,6 +32,18 @@ _CIA = re.compile(r"^CompositeImplicitAutograd(\[alias\])?: registered")
 
 # Kernels registered from these files run the lowering registry.
 _LOWERED_FROM = ("python_bindings.cpp",)
+# Kernels in these files read an argument back on the host (one sync), then
+# run the op's lowering: what the host does first.
+_HOST_STEP_THEN_LOWERED = {
+    "data_dependent.cpp": "boolean masks in the indices are first turned into int64 indices by a host sync",
+    "multinomial.cpp": "the probabilities are first checked as the CPU checks them, by a host sync",
+    "value_checks.cpp": "the values the CPU checks are first read back by a host sync",
+}
+# Kernels that only raise NotImplementedError saying what to do instead.
+_REFUSED = {
+    "aten::_nested_tensor_from_mask": "raises NotImplementedError: tpu tensors cannot be nested "
+                                      "(csrc/aten/transformer.cpp)",
+}
 
 
 @functools.lru_cache(maxsize=None)
@@ -57,10 +69,11 @@ def classify(name: str) -> tuple[str, str]:
         base = pu1.rsplit("/", 1)[-1]
         if base in _LOWERED_FROM:
             return "lowered", "StableHLO lowering (" + _lowering_of(name) + ")"
-        if base == "data_dependent.cpp" and _lowering_of(name) in _lowered():
-            return "lowered", ("StableHLO lowering (" + _lowering_of(name) + "); boolean masks in the "
-                               "indices are first turned into int64 indices by a host sync "
-                               "(csrc/aten/data_dependent.cpp)")
+        if base in _HOST_STEP_THEN_LOWERED and _lowering_of(name) in _lowered():
+            return "lowered", (f"StableHLO lowering ({_lowering_of(name)}); "
+                               f"{_HOST_STEP_THEN_LOWERED[base]} (csrc/aten/{base})")
+        if name in _REFUSED:
+            return "missing", _REFUSED[name]
         return "native", f"hand-written kernel in csrc/aten/{base}"
     if (cea == "CompositeExplicitAutogradNonFunctional" and _has_cpu_kernel(name)
             and not _out_variant_handled(name)):
