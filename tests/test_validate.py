@@ -260,3 +260,18 @@ def test_the_float64_reference_runs_models_that_cast_to_float32():
     (out,) = outputs.values()
     assert out.dtype == torch.float64 and grads["w"].dtype == torch.float64
     assert out[1].item() == pytest.approx(1.0 + 3e-8, rel=1e-12)  # float32 would round it to 1
+
+
+def test_the_float64_judge_takes_rounding_at_the_tensors_scale():
+    # A gradient of scale 145 whose worst element the CPU gets luckily close
+    # (1e-4 off float64) and tpu 2.6e-4 off: norm-wise both are float32
+    # rounding (2e-6 of the scale), under the table's rtol. An error of 5e-4
+    # of the scale is not.
+    ref = {"g": torch.tensor([145.0, 3.0], dtype=torch.float64)}
+    cpu = {"g": torch.tensor([145.0, 3.0 + 1e-4], dtype=torch.float64)}
+    rounding = {"g": torch.tensor([145.0, 3.0 + 2.6e-4], dtype=torch.float64)}
+    wrong = {"g": torch.tensor([145.0, 3.0 + 7e-2], dtype=torch.float64)}
+    rtol = torch_tpu.tolerance(torch.float32)[0]
+    assert not compare.no_worse_than_cpu(rounding, cpu, ref)  # one float32 step is the floor without rtol
+    assert compare.no_worse_than_cpu(rounding, cpu, ref, rtol=rtol)
+    assert not compare.no_worse_than_cpu(wrong, cpu, ref, rtol=rtol)

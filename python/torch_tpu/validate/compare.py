@@ -76,14 +76,17 @@ def differences(actual, expected, ops):
     return {"max_abs": max_abs, "max_rel": max_rel, "ok": not failed, "failed": failed, "worst": worst}
 
 
-def no_worse_than_cpu(actual, expected, reference, slack=2.0, names=None):
+def no_worse_than_cpu(actual, expected, reference, slack=2.0, names=None, rtol=None):
     """Whether tpu's error against a float64 reference is within `slack` times
-    the CPU's own float32 error against it, tensor by tensor (plus the
-    smallest float32 step at the tensor's scale): a difference from the CPU
-    that is only the CPU's rounding is not a mismatch. `names`: the tensors to
-    judge (default: every one of the reference); a tensor the table already
-    passed needs no second judge, and one of denormal values, which XLA
-    flushes to zero, would fail this one for a difference far below atol."""
+    the CPU's own float32 error against it, tensor by tensor, plus a floor at
+    the tensor's scale: a difference from the CPU that is only the CPU's
+    rounding is not a mismatch. The floor is `rtol` (the table's) times the
+    tensor's largest value, as matmul and reduction error bounds are stated
+    norm-wise: the CPU's own error on its worst element may be luckily small.
+    Without rtol it is one float32 step. `names`: the tensors to judge
+    (default: every one of the reference); a tensor the table already passed
+    needs no second judge, and one of denormal values, which XLA flushes to
+    zero, would fail this one for a difference far below atol."""
     for name in reference if names is None else names:
         ref, a, e = reference.get(name), actual.get(name), expected.get(name)
         if ref is None:
@@ -100,7 +103,7 @@ def no_worse_than_cpu(actual, expected, reference, slack=2.0, names=None):
         cpu_err = torch.where(known, (e - ref).abs(), zero).nan_to_num(nan=0.0, posinf=0.0)
         tpu_err = torch.where(known, (a - ref).abs(), zero).nan_to_num(posinf=float("inf"))
         ref = torch.where(known, ref, zero)
-        floor = torch.finfo(torch.float32).eps * ref.abs().max().item()
+        floor = (rtol or torch.finfo(torch.float32).eps) * ref.abs().max().item()
         if tpu_err.max().item() > slack * cpu_err.max().item() + floor:
             return False
     return True

@@ -113,9 +113,10 @@ def _tpu_run(pristine, inputs, mode, cpu_out, cpu_grads, ops, float64):
         # float64 run whether tpu is as close to it as the CPU is, for the
         # tensors past the table.
         ref = float64()
+        rtol = compare.tolerance(torch.float32, ops)[0]
         if ref is not None:
-            ok = (compare.no_worse_than_cpu(tpu_out, cpu_out, ref[0], names=out["failed"]) and
-                  compare.no_worse_than_cpu(tpu_grads, cpu_grads, ref[1], names=grad["failed"]))
+            ok = (compare.no_worse_than_cpu(tpu_out, cpu_out, ref[0], names=out["failed"], rtol=rtol) and
+                  compare.no_worse_than_cpu(tpu_grads, cpu_grads, ref[1], names=grad["failed"], rtol=rtol))
             result["judged_by_float64"] = ok
     result.update(
         status="match" if ok else "mismatch",
