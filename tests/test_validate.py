@@ -131,11 +131,20 @@ def test_a_crash_or_hang_costs_one_mode_and_resume_keeps_earlier_rows(tmp_path):
     # The defer_and_fuse row is the first run's, kept and not run again.
     assert by[(model, "defer_and_fuse")] == before[(model, "defer_and_fuse")]
     assert report["totals"]["defer_and_fuse"] == {"match": 1}
+    # --rerun runs the crashed row again and keeps the others.
+    again = validate("--only", model, "--modes", "strict,debug,defer_and_fuse", "--timeout", "20",
+                     "--resume", "--rerun", "crash", "--report", str(out))
+    assert again.returncode == 0, again.stderr[-3000:]
+    _, after = rows(out)
+    assert after[(model, "strict")]["status"] == "crash" and after[(model, "strict")] != by[(model, "strict")]
+    assert after[(model, "debug")] == by[(model, "debug")]
 
 
 @pytest.mark.parametrize("args,message", [
     (("--modes", "strict,fastest"), "unknown mode(s) fastest"),
     (("--only", "/nonexistent/model.py"), "no such file or folder: /nonexistent/model.py"),
+    (("--rerun", "mismatch"), "needs --resume"),
+    (("--resume", "--rerun", "mismatch,broken"), "--rerun takes statuses"),
 ])
 def test_bad_options_are_clear_errors(tmp_path, args, message):
     proc = validate(*args, "--report", str(tmp_path), timeout=120)

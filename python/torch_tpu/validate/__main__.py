@@ -1,4 +1,5 @@
-"""python -m torch_tpu.validate [--only NAMES] [--modes MODES] [--jobs N] [--timeout S] [--report DIR] [--resume]
+"""python -m torch_tpu.validate [--only NAMES] [--modes MODES] [--jobs N] [--timeout S]
+                               [--report DIR] [--resume [--rerun STATUSES]]
 
 Builds every Hugging Face architecture of the installed transformers from a
 tiny config (or the models named by --only), runs forward and backward on the
@@ -32,6 +33,9 @@ def _parse(argv):
     p.add_argument("--report", default="validate_report", help="folder of the reports (default ./validate_report)")
     p.add_argument("--resume", action="store_true",
                    help="keep the rows an earlier run wrote to the --report folder and run only the rest")
+    p.add_argument("--rerun", default="",
+                   help="with --resume: comma list of statuses whose earlier rows run again "
+                        "(e.g. mismatch,tpu_error,timeout,crash)")
     args = p.parse_args(argv)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in args.modes if m not in MODES]
@@ -39,6 +43,9 @@ def _parse(argv):
         p.error(f"unknown mode(s) {', '.join(bad) or '(none given)'}; choose from {', '.join(MODES)}")
     if args.jobs < 1 or args.timeout <= 0:
         p.error("--jobs and --timeout must be positive")
+    args.rerun = {x.strip() for x in args.rerun.split(",") if x.strip()}
+    if args.rerun - set(report.STATUSES) or (args.rerun and not args.resume):
+        p.error(f"--rerun takes statuses ({', '.join(report.STATUSES)}) and needs --resume")
     specs, unknown = [], []
     if args.only:
         for name in (n.strip() for n in args.only.split(",") if n.strip()):
@@ -189,17 +196,18 @@ def _preimport(modes):
         import torch._dynamo  # noqa: F401
 
 
-def _journal(folder, resume, modes):
+def _journal(folder, resume, modes, rerun):
     """results.jsonl in the report folder: every row as it comes, so that
-    --resume can go on after an interrupted run. Returns the earlier rows
-    kept and the file to append to."""
+    --resume can go on after an interrupted run (running again the rows whose
+    status is in `rerun`). Returns the earlier rows kept and the file to
+    append to."""
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "results.jsonl")
     kept = []
     if resume and os.path.exists(path):
         with open(path) as f:
             kept = [json.loads(line) for line in f if line.strip()]
-        kept = [r for r in kept if r["mode"] in modes and r["status"] != "unknown"]
+        kept = [r for r in kept if r["mode"] in modes and r["status"] not in rerun | {"unknown"}]
     journal = open(path, "w")
     for r in kept:
         journal.write(json.dumps(r) + "\n")
@@ -210,7 +218,7 @@ def _journal(folder, resume, modes):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args, specs, unknown = _parse(argv)
-    results, journal = _journal(args.report, args.resume, args.modes)
+    results, journal = _journal(args.report, args.resume, args.modes, args.rerun)
     done = {(r["name"], r["mode"]) for r in results}
     results += [{"name": n, "cls": None, "mode": m, "status": "unknown", "seconds": 0.0,
                  "error": "unknown model"} for n in unknown for m in args.modes]
