@@ -43,8 +43,16 @@ OVERRIDES = {
     # Its default leaves the experts per token unset (None), which routing cannot take.
     "deepseek_v2": {"num_experts_per_tok": 2},
     "donut-swin": _SWIN,
+    # Its default leaves the expert counts unset (None): the expert weights
+    # cannot be allocated nor the tokens routed.
+    "dots1": {"n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2},
     # Its default has no vocabulary nor pad and mask ids (ESM-2's tokenizer sets them).
     "esm": {"mask_token_id": 32, "pad_token_id": 1, "vocab_size": 128},
+    # Its patch embedding is four stride-2 convolutions whatever patch_size
+    # says, and its attention biases are sized by image_size // patch_size:
+    # the two agree only at a patch of 16. 64 pixels give 4, 2, 1 per side;
+    # its stage widths are not among the shrunk fields.
+    "levit": {"hidden_sizes": [32, 64, 96], "image_size": 64, "patch_size": 16},
     "maskformer-swin": _SWIN,
     "swin": _SWIN,
     "swinv2": _SWIN,
@@ -53,6 +61,9 @@ HEADS = ("num_attention_heads", "encoder_attention_heads", "decoder_attention_he
          "n_head")
 TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
              "sep_token_id", "cls_token_id", "mask_token_id")
+# Audio models whose input_features are (batch, frames, features), against
+# Whisper's (batch, features, frames).
+FRAMES_FIRST = ("parakeet_ctc", "parakeet_encoder", "speech_to_text")
 BATCH, SEQ = 2, 16
 
 
@@ -222,12 +233,19 @@ def make_inputs(model, config):
     elif main == "input_features":
         bins = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", 80)
         frames = 2 * getattr(config, "max_source_positions", 32)
-        inputs = {"input_features": torch.randn(BATCH, bins, frames)}
+        if config.model_type in FRAMES_FIRST:
+            # Speech2Text reads its features per channel, stacked.
+            bins = getattr(config, "input_feat_per_channel", bins) * getattr(config, "input_channels", 1)
+            shape = (BATCH, frames, bins)
+        else:
+            shape = (BATCH, bins, frames)
+        inputs = {"input_features": torch.randn(*shape)}
     elif main == "input_values":
         inputs = {"input_values": torch.randn(BATCH, 4000)}
     else:
         raise ValueError(f"no input recipe for main input {main!r}")
-    if getattr(config, "is_encoder_decoder", False) and main == "input_ids":
+    # A speech encoder-decoder (Speech2Text) decodes text just as a text one does.
+    if getattr(config, "is_encoder_decoder", False) and main in ("input_features", "input_ids"):
         inputs["decoder_input_ids"] = torch.randint(0, vocab, (BATCH, SEQ))
     name = type(model).__name__
     if main == "input_ids" and ("ForCausalLM" in name or "ForMaskedLM" in name or "LMHead" in name):
