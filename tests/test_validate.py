@@ -160,6 +160,8 @@ def test_a_float64_reference_judges_what_the_table_cannot():
      and c.qk_head_dim == c.qk_nope_head_dim + c.qk_rope_head_dim and c.first_k_dense_replace < 2),
     # Dots1's default leaves its expert counts unset.
     ("dots1", lambda c: c.n_routed_experts == 4 and c.num_experts_per_tok == 2),
+    # EfficientNet's default is B7; B0's head width goes with B0's coefficients.
+    ("efficientnet", lambda c: c.width_coefficient == c.depth_coefficient == 1.0 and c.hidden_dim == 1280),
     # Funnel's layer count is the sum of its block sizes (a property that refuses a set).
     ("funnel", lambda c: list(c.block_sizes) == [1, 1, 1] and c.num_hidden_layers == 3),
     # LeViT's attention biases are sized for the grid its 16-pixel patch embedding makes.

@@ -47,6 +47,9 @@ OVERRIDES = {
     # cannot be allocated nor the tokens routed.
     "dots1": {"n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2},
     # Its default has no vocabulary nor pad and mask ids (ESM-2's tokenizer sets them).
+    # Its default is B7 (64M parameters: twice the width, three times the
+    # depth); B0's coefficients, whose head width hidden_dim must match.
+    "efficientnet": {"depth_coefficient": 1.0, "hidden_dim": 1280, "width_coefficient": 1.0},
     "esm": {"mask_token_id": 32, "pad_token_id": 1, "vocab_size": 128},
     # Its patch embedding is four stride-2 convolutions whatever patch_size
     # says, and its attention biases are sized by image_size // patch_size:
