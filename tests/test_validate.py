@@ -172,6 +172,8 @@ def test_a_float64_reference_judges_what_the_table_cannot():
     # decoding text from them.
     ("parakeet_ctc", lambda c: c.encoder_config.num_mel_bins == 80),
     ("speech_to_text", lambda c: c.input_feat_per_channel * c.input_channels == 80),
+    # RWKV's attention width is its own field, set from the default hidden size.
+    ("rwkv", lambda c: c.attention_hidden_size == c.hidden_size == 32),
     # Swin's per-stage heads divide every stage width, and its last stage holds a window.
     ("swin", lambda c: all(c.embed_dim * 2 ** i % h == 0 for i, h in enumerate(c.num_heads))
      and c.image_size // c.patch_size >> (len(c.depths) - 1) >= c.window_size),

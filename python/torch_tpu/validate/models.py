@@ -9,6 +9,8 @@ import torch
 # Widths keep 32 = 4 heads of 8 so every head count below divides them.
 SHRINK = {
     "hidden_size": 32, "d_model": 32, "embed_dim": 32, "projection_dim": 32,
+    # RWKV's attention width, which its config copies from the default hidden size.
+    "attention_hidden_size": 32,
     "intermediate_size": 64, "ffn_dim": 64, "d_ff": 64, "encoder_ffn_dim": 64,
     "decoder_ffn_dim": 64, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32,
     "num_hidden_layers": 2, "num_layers": 2, "encoder_layers": 2, "decoder_layers": 2,
