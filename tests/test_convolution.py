@@ -12,7 +12,7 @@ way.
 import pytest
 import torch
 import torch.nn.functional as F
-import torch_tpu  # noqa: F401
+import torch_tpu
 
 DEV = "tpu"
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
@@ -127,6 +127,34 @@ def test_convolution_backward_output_mask(mask):
     for want, c, d in zip(mask, cpu, dev):
         if want:
             torch.testing.assert_close(d.cpu(), c)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_wide_grouped_weight_grad_matches_cpu_without_batch_groups(run_python, transposed):
+    # EfficientNet's depthwise convolutions have thousands of channels.
+    # batch_group_count would cost seconds per weight gradient on XLA's CPU
+    # compiler, which expands it into a dense masked convolution. In a fresh
+    # interpreter, for the programs it prints.
+    r = run_python(f"""
+        import torch, torch.nn.functional as F, torch_tpu
+        torch_tpu.set_eager_mode("{torch_tpu.get_eager_mode()}")
+        g = torch.Generator().manual_seed(0)
+        groups, transposed = 1024, {transposed}
+        x = torch.randn(2, groups, 3, 3, generator=g)
+        w = torch.randn(*((groups, 2) if transposed else (2 * groups, 1)), 3, 3, generator=g)
+        conv = F.conv_transpose2d if transposed else F.conv2d
+        grads = []
+        for dev in ("cpu", "tpu"):
+            wd = w.clone().to(dev).requires_grad_()
+            y = conv(x.to(dev), wd, stride=2, padding=1, groups=groups)
+            (y * torch.randn(y.shape, generator=torch.Generator().manual_seed(1)).to(dev)).sum().backward()
+            grads.append(wd.grad.cpu())
+        torch.testing.assert_close(grads[1], grads[0])
+        print("ok")
+    """, TORCH_TPU_DUMP_HLO="1", TORCH_TPU_CACHE_DIR=None)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+    assert "feature_group_count = 1024" in r.stderr
+    assert "batch_group_count = 1024" not in r.stderr
 
 
 def test_only_weight_grad():

@@ -193,13 +193,25 @@ def test_a_float64_reference_judges_what_the_table_cannot():
     # DeepSeek's latent attention: a key per query head, head parts that add up, MoE among 2 layers.
     ("deepseek_v3", lambda c: c.num_key_value_heads == c.num_attention_heads
      and c.qk_head_dim == c.qk_nope_head_dim + c.qk_rope_head_dim and c.first_k_dense_replace < 2),
+    # Dots1's default leaves its expert counts unset.
+    ("dots1", lambda c: c.n_routed_experts == 4 and c.num_experts_per_tok == 2),
+    # EfficientNet's default is B7; B0's head width goes with B0's coefficients.
+    ("efficientnet", lambda c: c.width_coefficient == c.depth_coefficient == 1.0 and c.hidden_dim == 1280),
     # Funnel's layer count is the sum of its block sizes (a property that refuses a set).
     ("funnel", lambda c: list(c.block_sizes) == [1, 1, 1] and c.num_hidden_layers == 3),
-    # MobileBERT's embeddings and bottleneck have widths of their own.
-    ("mobilebert", lambda c: c.embedding_size == c.true_hidden_size == 32),
     # GLM-4V's rotary sections add up to the shrunk head's frequencies.
     ("glm4v", lambda c: sum(c.text_config.rope_parameters["mrope_section"]) ==
      c.text_config.hidden_size // c.text_config.num_attention_heads // 2),
+    # LeViT's attention biases are sized for the grid its 16-pixel patch embedding makes.
+    ("levit", lambda c: c.patch_size == 16 and c.image_size // c.patch_size == 4),
+    # MobileBERT's embeddings and bottleneck have widths of their own.
+    ("mobilebert", lambda c: c.embedding_size == c.true_hidden_size == 32),
+    # Parakeet and Speech2Text read (batch, frames, features), Speech2Text
+    # decoding text from them.
+    ("parakeet_ctc", lambda c: c.encoder_config.num_mel_bins == 80),
+    ("speech_to_text", lambda c: c.input_feat_per_channel * c.input_channels == 80),
+    # RWKV's attention width is its own field, set from the default hidden size.
+    ("rwkv", lambda c: c.attention_hidden_size == c.hidden_size == 32),
     # Swin's per-stage heads divide every stage width, and its last stage holds a window.
     ("swin", lambda c: all(c.embed_dim * 2 ** i % h == 0 for i, h in enumerate(c.num_heads))
      and c.image_size // c.patch_size >> (len(c.depths) - 1) >= c.window_size),

@@ -816,7 +816,53 @@ Value reduce_with(Builder& b, Value a, const std::vector<int64_t>& dims, Value i
 }  // namespace
 
 Value Builder::reduce_sum(Value a, const std::vector<int64_t>& dims) {
-  return reduce_with(*this, a, dims, constant(0, a.dtype()), &Builder::add);
+  // One stablehlo.reduce may add its elements in one sequence (XLA's CPU
+  // emitter does), its rounding error growing with their count; PyTorch's
+  // CPU kernels sum in cascades of 16. Summing blocks of 16 consecutive
+  // elements, then the blocks' sums likewise, rounds as they do.
+  constexpr int64_t kBlock = 16;
+  auto plain = [this](Value v, const std::vector<int64_t>& d) {
+    return reduce_with(*this, v, d, constant(0, v.dtype()), &Builder::add);
+  };
+  std::vector<int64_t> sorted = dims;
+  std::sort(sorted.begin(), sorted.end());
+  int64_t count = 1;
+  for (int64_t d : sorted) {
+    if (d < 0 || d >= a.rank()) return plain(a, dims);  // reduce() names the error
+    count *= a.shape()[d];
+  }
+  if (!is_float(a.dtype()) || count <= kBlock) return plain(a, dims);
+  // The reduced dimensions as one: in place when they are adjacent (a free
+  // reshape), else moved after the kept ones.
+  Value v = a;
+  int64_t axis = sorted.front();
+  if (sorted.back() - sorted.front() + 1 != int64_t(sorted.size())) {
+    std::vector<int64_t> perm;
+    for (int64_t i = 0; i < a.rank(); ++i)
+      if (!std::binary_search(sorted.begin(), sorted.end(), i)) perm.push_back(i);
+    axis = int64_t(perm.size());
+    perm.insert(perm.end(), sorted.begin(), sorted.end());
+    v = transpose(v, perm);
+  }
+  Shape shape(v.shape().begin(), v.shape().begin() + axis);
+  shape.push_back(count);
+  shape.insert(shape.end(), v.shape().begin() + axis + int64_t(sorted.size()), v.shape().end());
+  v = reshape(v, shape);
+  while (shape[axis] > kBlock) {
+    int64_t blocks = (shape[axis] + kBlock - 1) / kBlock;
+    if (blocks * kBlock != shape[axis]) {
+      // Zeros fill the last block: adding them is exact.
+      std::vector<int64_t> none(shape.size(), 0), high(shape.size(), 0);
+      high[axis] = blocks * kBlock - shape[axis];
+      v = pad(v, constant(0, v.dtype()), none, high, none);
+    }
+    Shape split = shape;
+    split[axis] = blocks;
+    split.insert(split.begin() + axis + 1, kBlock);
+    v = plain(reshape(v, split), {axis + 1});
+    shape[axis] = blocks;
+  }
+  return plain(v, {axis});
 }
 Value Builder::reduce_prod(Value a, const std::vector<int64_t>& dims) {
   return reduce_with(*this, a, dims, constant(1, a.dtype()), &Builder::mul);

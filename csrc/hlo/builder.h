@@ -137,7 +137,9 @@ class Builder {
   // body receives (acc_0..acc_n-1, x_0..x_n-1) as rank-0 values.
   std::vector<Value> reduce(const std::vector<Value>& inputs, const std::vector<Value>& inits,
                             const std::vector<int64_t>& dims, const RegionFn& body);
-  // Shorthand for a single-input reduction with a binary body op.
+  // Shorthand for a single-input reduction with a binary body op. A float
+  // sum of more than 16 elements is a cascade of reductions of 16 (see
+  // builder.cpp).
   Value reduce_sum(Value a, const std::vector<int64_t>& dims);
   Value reduce_max(Value a, const std::vector<int64_t>& dims);
   Value reduce_min(Value a, const std::vector<int64_t>& dims);

@@ -52,6 +52,7 @@ Value combine(Builder& b, Kind k, Value acc, Value x) {
 
 Value reduce(Builder& b, Kind k, Value x, const std::vector<int64_t>& dims) {
   if (dims.empty()) return x;
+  if (k == Kind::Sum) return b.reduce_sum(x, dims);  // in cascades, as PyTorch's CPU sums
   return b.reduce({x}, {identity(b, k, x.dtype())}, dims,
                   [k](Builder& r, const std::vector<Value>& a) {
                     return std::vector<Value>{combine(r, k, a[0], a[1])};

@@ -9,6 +9,8 @@ import torch
 # Widths keep 32 = 4 heads of 8 so every head count below divides them.
 SHRINK = {
     "hidden_size": 32, "d_model": 32, "embed_dim": 32, "projection_dim": 32,
+    # RWKV's attention width, which its config copies from the default hidden size.
+    "attention_hidden_size": 32,
     "intermediate_size": 64, "ffn_dim": 64, "d_ff": 64, "encoder_ffn_dim": 64,
     "decoder_ffn_dim": 64, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32,
     "num_hidden_layers": 2, "num_layers": 2, "encoder_layers": 2, "decoder_layers": 2,
@@ -46,8 +48,19 @@ OVERRIDES = {
     # Its default leaves the experts per token unset (None), which routing cannot take.
     "deepseek_v2": {"num_experts_per_tok": 2},
     "donut-swin": _SWIN,
+    # Its default leaves the expert counts unset (None): the expert weights
+    # cannot be allocated nor the tokens routed.
+    "dots1": {"n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2},
     # Its default has no vocabulary nor pad and mask ids (ESM-2's tokenizer sets them).
+    # Its default is B7 (64M parameters: twice the width, three times the
+    # depth); B0's coefficients, whose head width hidden_dim must match.
+    "efficientnet": {"depth_coefficient": 1.0, "hidden_dim": 1280, "width_coefficient": 1.0},
     "esm": {"mask_token_id": 32, "pad_token_id": 1, "vocab_size": 128},
+    # Its patch embedding is four stride-2 convolutions whatever patch_size
+    # says, and its attention biases are sized by image_size // patch_size:
+    # the two agree only at a patch of 16. 64 pixels give 4, 2, 1 per side;
+    # its stage widths are not among the shrunk fields.
+    "levit": {"hidden_sizes": [32, 64, 96], "image_size": 64, "patch_size": 16},
     "maskformer-swin": _SWIN,
     "swin": _SWIN,
     "swinv2": _SWIN,
@@ -56,6 +69,9 @@ HEADS = ("num_attention_heads", "encoder_attention_heads", "decoder_attention_he
          "n_head")
 TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
              "sep_token_id", "cls_token_id", "mask_token_id")
+# Audio models whose input_features are (batch, frames, features), against
+# Whisper's (batch, features, frames).
+FRAMES_FIRST = ("parakeet_ctc", "parakeet_encoder", "speech_to_text")
 BATCH, SEQ = 2, 16
 
 
@@ -241,7 +257,12 @@ def _pixels(config):
 
 def _features(config):
     bins = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", 80)
-    return torch.randn(BATCH, bins, 2 * getattr(config, "max_source_positions", 32))
+    frames = 2 * getattr(config, "max_source_positions", 32)
+    if config.model_type in FRAMES_FIRST:
+        # Speech2Text reads its features per channel, stacked.
+        bins = getattr(config, "input_feat_per_channel", bins) * getattr(config, "input_channels", 1)
+        return torch.randn(BATCH, frames, bins)
+    return torch.randn(BATCH, bins, frames)
 
 
 # One recipe per input a model can take, seeded by the caller.
@@ -279,7 +300,8 @@ def make_inputs(model, config):
         wanted = required or (_two_towers(config) and name in ("input_ids", "pixel_values"))
         if name in RECIPES and name not in inputs and wanted:
             inputs[name] = RECIPES[name](config)
-    if getattr(config, "is_encoder_decoder", False) and main == "input_ids":
+    # A speech encoder-decoder (Speech2Text) decodes text just as a text one does.
+    if getattr(config, "is_encoder_decoder", False) and main in ("input_features", "input_ids"):
         inputs["decoder_input_ids"] = _ids(config)
     name = type(model).__name__
     if main == "input_ids" and ("ForCausalLM" in name or "ForMaskedLM" in name or "LMHead" in name):
