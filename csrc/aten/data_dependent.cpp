@@ -14,7 +14,6 @@
 //    ops (take, put_, index, index_put) there.
 // Under defer_and_fuse the sync cuts the pending graph, like any read.
 #include <ATen/ExpandUtils.h>
-#include <ATen/native/Resize.h>
 
 #include "aten/op_kernel.h"
 #include "aten/tensor_bridge.h"
@@ -32,11 +31,6 @@ at::Tensor to_host(const at::Tensor& t) { return on_tpu(t) ? t.to(c10::kCPU) : t
 // host-side bool tensor, in row-major order.
 at::Tensor positions(const at::Tensor& host_mask, c10::Device device) {
   return at::nonzero(host_mask.reshape(-1)).view(-1).to(device);
-}
-
-void copy_to_out(const at::Tensor& r, at::Tensor& out) {
-  at::native::resize_output(out, r.sizes());
-  out.copy_(r);
 }
 
 // ---- nonzero

@@ -5,9 +5,8 @@
 // documented host sync per call (a one-element read that waits for the work
 // producing std and cuts a deferred graph).
 #include <ATen/ExpandUtils.h>
-#include <ATen/native/Resize.h>
 
-#include "aten/pch.h"
+#include "aten/op_kernel.h"
 
 namespace torch_tpu::aten {
 
@@ -42,24 +41,19 @@ at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std, s
   return out.mul_(std).add_(mean);
 }
 
-at::Tensor& into(const at::Tensor& r, at::Tensor& out) {
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
-}
-
 at::Tensor& normal_tensor_float_out(const at::Tensor& mean, double std, std::optional<at::Generator> gen,
                                     at::Tensor& out) {
-  return into(normal_tensor_float(mean, std, gen), out);
+  return copy_to_out(normal_tensor_float(mean, std, gen), out);
 }
 
 at::Tensor& normal_float_tensor_out(double mean, const at::Tensor& std, std::optional<at::Generator> gen,
                                     at::Tensor& out) {
-  return into(normal_float_tensor(mean, std, gen), out);
+  return copy_to_out(normal_float_tensor(mean, std, gen), out);
 }
 
 at::Tensor& normal_tensor_tensor_out(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> gen,
                                      at::Tensor& out) {
-  return into(normal_tensor_tensor(mean, std, gen), out);
+  return copy_to_out(normal_tensor_tensor(mean, std, gen), out);
 }
 
 }  // namespace

@@ -11,5 +11,8 @@ void register_lowered_ops(torch::Library& lib);
 // An op without a lowering: NotImplementedError naming it, or with
 // TORCH_TPU_CPU_FALLBACK=1 the CPU kernel, warning once per op.
 void unsupported_op(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// An out= argument given a result computed by the functional op: resized as
+// ATen's out= kernels resize (a warning when it had elements), then filled.
+at::Tensor& copy_to_out(const at::Tensor& result, at::Tensor& out);
 
 }  // namespace torch_tpu::aten

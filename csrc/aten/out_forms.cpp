@@ -4,9 +4,14 @@
 // op, then checks, resizes and fills the outs as the CPU's kernel does.
 #include <ATen/native/Resize.h>
 
-#include "aten/pch.h"
+#include "aten/op_kernel.h"
 
 namespace torch_tpu::aten {
+
+at::Tensor& copy_to_out(const at::Tensor& result, at::Tensor& out) {
+  at::native::resize_output(out, result.sizes());
+  return out.copy_(result);
+}
 
 namespace {
 
@@ -15,8 +20,7 @@ void fill_out(const at::Tensor& result, at::Tensor& out) {
               ", but got ", out.device(), " instead");
   TORCH_CHECK(out.scalar_type() == result.scalar_type(), "expected scalar type ", result.scalar_type(),
               " but found ", out.scalar_type());
-  at::native::resize_output(out, result.sizes());
-  out.copy_(result);
+  copy_to_out(result, out);
 }
 
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> batch_norm_legit_out(
