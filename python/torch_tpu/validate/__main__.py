@@ -16,7 +16,7 @@ import time
 import traceback
 
 import torch_tpu
-from torch_tpu.validate import models, report
+from torch_tpu.validate import models, report, worker
 
 MODES = ("strict", "debug", "defer_and_fuse", "compile")
 
@@ -85,7 +85,6 @@ def _fork_worker(spec, modes, out_path, log_path):
         os.dup2(log, 1)
         os.dup2(log, 2)
         out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        from torch_tpu.validate import worker
         worker.run_modes(spec, modes, lambda r: worker.write_line(out, r))
         code = 0
     except BaseException:  # noqa: BLE001 - whatever it was, the row says so
@@ -191,7 +190,6 @@ def run_all(tasks, jobs, timeout, on_result):
 def _preimport(modes):
     """What every child needs, imported once in the parent."""
     import transformers.modeling_utils  # noqa: F401
-    from torch_tpu.validate import worker  # noqa: F401
     if "compile" in modes:
         import torch._dynamo  # noqa: F401
 
@@ -199,8 +197,8 @@ def _preimport(modes):
 def _journal(folder, resume, modes, rerun):
     """results.jsonl in the report folder: every row as it comes, so that
     --resume can go on after an interrupted run (running again the rows whose
-    status is in `rerun`). Returns the earlier rows kept and the file to
-    append to."""
+    status is in `rerun`). Returns the earlier rows kept and the file
+    descriptor to append to."""
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "results.jsonl")
     kept = []
@@ -208,10 +206,9 @@ def _journal(folder, resume, modes, rerun):
         with open(path) as f:
             kept = [json.loads(line) for line in f if line.strip()]
         kept = [r for r in kept if r["mode"] in modes and r["status"] not in rerun | {"unknown"}]
-    journal = open(path, "w")
+    journal = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     for r in kept:
-        journal.write(json.dumps(r) + "\n")
-    journal.flush()
+        worker.write_line(journal, r)
     return kept, journal
 
 
@@ -228,14 +225,16 @@ def main(argv=None):
     from tqdm import tqdm
     tqdm.monitor_interval = 0  # no monitor thread: this process forks
 
-    with journal, tqdm(total=sum(len(m) for _, m in tasks), unit="run", file=sys.stderr) as bar:
-        def on_result(r):
-            results.append(r)
-            journal.write(json.dumps(r) + "\n")
-            journal.flush()
-            bar.set_postfix_str(f"{r['name']} {r['mode']}: {r['status']}")
-            bar.update()
-        run_all(tasks, args.jobs, args.timeout, on_result)
+    try:
+        with tqdm(total=sum(len(m) for _, m in tasks), unit="run", file=sys.stderr) as bar:
+            def on_result(r):
+                results.append(r)
+                worker.write_line(journal, r)
+                bar.set_postfix_str(f"{r['name']} {r['mode']}: {r['status']}")
+                bar.update()
+            run_all(tasks, args.jobs, args.timeout, on_result)
+    finally:
+        os.close(journal)
     command = "python -m torch_tpu.validate " + " ".join(argv)
     plat = torch_tpu.platform()
     report.write(results, args.modes, args.report, command.strip(),

@@ -1,5 +1,6 @@
 """Which models to run, and how to build each one small, with its inputs."""
 import importlib.util
+import inspect
 import json
 import os
 
@@ -288,16 +289,15 @@ def make_inputs(model, config):
     """Inputs for model's main input (seeded by the caller), plus the other
     inputs it requires or, for two towers, reads; labels when the head
     computes a loss, and decoder ids for encoder-decoders."""
-    import inspect
     main = getattr(model, "main_input_name", "input_ids")
     if main not in RECIPES:
         raise ValueError(f"no input recipe for main input {main!r}")
     inputs = {main: RECIPES[main](config)}
-    params = inspect.signature(model.forward).parameters
-    for name, param in params.items():
+    towers = _two_towers(config)
+    for name, param in inspect.signature(model.forward).parameters.items():
         required = param.default is inspect.Parameter.empty and param.kind in (
             inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        wanted = required or (_two_towers(config) and name in ("input_ids", "pixel_values"))
+        wanted = required or (towers and name in ("input_ids", "pixel_values"))
         if name in RECIPES and name not in inputs and wanted:
             inputs[name] = RECIPES[name](config)
     # A speech encoder-decoder (Speech2Text) decodes text just as a text one does.

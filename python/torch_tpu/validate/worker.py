@@ -89,6 +89,7 @@ def _error(e):
 
 def _tpu_run(pristine, inputs, mode, cpu_out, cpu_grads, ops, float64):
     result = {}
+    tol = compare.tolerance(torch.float32, ops)
     start = time.perf_counter()
     try:
         tpu_model = copy.deepcopy(pristine).to("tpu")
@@ -113,16 +114,15 @@ def _tpu_run(pristine, inputs, mode, cpu_out, cpu_grads, ops, float64):
         # float64 run whether tpu is as close to it as the CPU is, for the
         # tensors past the table.
         ref = float64()
-        rtol = compare.tolerance(torch.float32, ops)[0]
         if ref is not None:
-            ok = (compare.no_worse_than_cpu(tpu_out, cpu_out, ref[0], names=out["failed"], rtol=rtol) and
-                  compare.no_worse_than_cpu(tpu_grads, cpu_grads, ref[1], names=grad["failed"], rtol=rtol))
+            ok = (compare.no_worse_than_cpu(tpu_out, cpu_out, ref[0], names=out["failed"], rtol=tol[0]) and
+                  compare.no_worse_than_cpu(tpu_grads, cpu_grads, ref[1], names=grad["failed"], rtol=tol[0]))
             result["judged_by_float64"] = ok
     result.update(
         status="match" if ok else "mismatch",
         out_max_abs=out["max_abs"], out_max_rel=out["max_rel"], out_worst=out["worst"],
         grad_max_abs=grad["max_abs"], grad_max_rel=grad["max_rel"], grad_worst=grad["worst"],
-        tolerance=list(compare.tolerance(torch.float32, ops)),
+        tolerance=list(tol),
         n_outputs=len(cpu_out), n_grads=len(cpu_grads))
     return result
 
@@ -157,12 +157,6 @@ def run_modes(spec, modes, emit):
     for mode in modes:
         result = _tpu_run(pristine, inputs, mode, cpu_out, cpu_grads, recorder.ops, float64)
         emit(dict(base, mode=mode, cpu_seconds=cpu_seconds, **result))
-
-
-def run(spec, mode):
-    results = []
-    run_modes(spec, [mode], results.append)
-    return results[0]
 
 
 def write_line(fd, result):
