@@ -109,6 +109,53 @@ def test_small_cnn_matches_cpu(require_ops):
     close(model[1].running_var, ref[1].running_var)
 
 
+def _offsets(*ends):
+    return torch.tensor(ends, dtype=torch.int32)
+
+
+@pytest.mark.parametrize("a_shape, b_shape, offs", [
+    ((6, 8), (2, 8, 4), _offsets(2, 6)),          # rows by expert (MoE experts)
+    ((8, 8), (3, 8, 4), _offsets(0, 4, 8)),       # ... with an empty group
+    ((8, 8), (8, 4), _offsets(2, 8)),             # the contraction by expert
+    ((2, 4, 8), (8, 8), _offsets(4, 8)),          # columns by expert
+    ((2, 4, 8), (2, 8, 4), None),                 # batched
+])
+def test_grouped_mm_float32_matches_cpu_in_one_graph(a_shape, b_shape, offs):
+    # transformers' MoE experts call grouped_mm in float32 on tpu; PyTorch's
+    # meta kernel takes bfloat16 only, and a failed fake run left Dynamo in a
+    # state where later graphs failed at random.
+    def f(a, b, *offs):
+        return torch._grouped_mm(a, b, *offs)
+
+    torch.manual_seed(0)
+    a = torch.randn(a_shape, requires_grad=True)
+    b = torch.randn(b_shape, requires_grad=True)
+    extra = () if offs is None else (offs,)
+    expected = f(a, b, *extra)
+    expected.square().sum().backward()
+    at, bt = (t.detach().to("tpu").requires_grad_() for t in (a, b))
+    out = torch.compile(f, backend="tpu", fullgraph=True)(at, bt, *(o.to("tpu") for o in extra))
+    out.square().sum().backward()
+    close(out.detach(), expected.detach(), "aten::mm")
+    close(at.grad, a.grad, "aten::mm")
+    close(bt.grad, b.grad, "aten::mm")
+    assert tpu_dynamo.compile_stats()["eager_graphs"] == 0
+
+
+def test_grouped_mm_fake_kernel_is_for_tpu_only():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        a, b = torch.empty(6, 8), torch.empty(2, 8, 4)
+        with pytest.raises(RuntimeError, match="BF16"):  # PyTorch's own check, for the CPU
+            torch._grouped_mm(a, b, offs=torch.tensor([2, 6], dtype=torch.int32))
+        out = torch._grouped_mm(a.to("tpu"), b.to("tpu"),
+                                offs=torch.tensor([2, 6], dtype=torch.int32, device="tpu"))
+        assert out.shape == (6, 4) and out.dtype == torch.float32 and out.device.type == "tpu"
+        with pytest.raises(RuntimeError, match="int32"):
+            torch._grouped_mm(a.to("tpu"), b.to("tpu"), offs=torch.tensor([2, 6], device="tpu"))
+
+
 GPT_SMALL = dict(vocab=256, d_model=64, heads=4, layers=2, seq=32)
 
 

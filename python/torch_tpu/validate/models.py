@@ -52,16 +52,21 @@ OVERRIDES = {
     # Its default leaves the expert counts unset (None): the expert weights
     # cannot be allocated nor the tokens routed.
     "dots1": {"n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2},
-    # Its default has no vocabulary nor pad and mask ids (ESM-2's tokenizer sets them).
     # Its default is B7 (64M parameters: twice the width, three times the
     # depth); B0's coefficients, whose head width hidden_dim must match.
     "efficientnet": {"depth_coefficient": 1.0, "hidden_dim": 1280, "width_coefficient": 1.0},
+    # Its default has no vocabulary nor pad and mask ids (ESM-2's tokenizer sets them).
     "esm": {"mask_token_id": 32, "pad_token_id": 1, "vocab_size": 128},
     # Its patch embedding is four stride-2 convolutions whatever patch_size
     # says, and its attention biases are sized by image_size // patch_size:
     # the two agree only at a patch of 16. 64 pixels give 4, 2, 1 per side;
     # its stage widths are not among the shrunk fields.
     "levit": {"hidden_sizes": [32, 64, 96], "image_size": 64, "patch_size": 16},
+    # Its pixel decoder's width must be its hidden size (shrunk through
+    # hidden_size): where they differ, it projects with convolutions it keeps
+    # in a plain list, which .to() does not move.
+    "mask2former": {"dim_feedforward": 64, "encoder_feedforward_dim": 64, "feature_size": 32,
+                    "mask_feature_size": 32},
     "maskformer-swin": _SWIN,
     "swin": _SWIN,
     "swinv2": _SWIN,
