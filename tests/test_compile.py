@@ -304,6 +304,19 @@ def test_updated_input_read_by_pending_work_is_not_donated():
     close(dx, x)
 
 
+def test_empty_parameter_input():
+    # DINOv3 with no register tokens: a (1, 0, C) parameter nothing writes.
+    registers = nn.Parameter(torch.zeros(1, 0, 4, device="tpu"))
+
+    def f(x, extra):
+        return torch.cat([registers.expand(2, -1, -1), x], 1) * 2, extra + 1
+
+    x = torch.randn(2, 3, 4)
+    out, extra = torch.compile(f, backend="tpu")(x.to("tpu"), torch.empty(0, device="tpu"))
+    close(out.detach(), x * 2)
+    assert extra.shape == (0,) and extra.device.type == "tpu"
+
+
 def test_non_contiguous_and_offset_inputs():
     def f(a, b):
         return a @ b + 1

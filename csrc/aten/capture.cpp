@@ -33,6 +33,11 @@ std::shared_ptr<runtime::DeviceBuffer> whole_base(const at::Tensor& t, const cha
   runtime::ViewGeometry g = geometry_of(t);
   // Programs are keyed by their inputs' exact types (runtime/dynamic_dims.h).
   translate_errors([&] { runtime::unpad(*s); });
+  // An empty storage keeps the untyped zero-byte buffer it was made with, as
+  // nothing ever writes it (a model's zero register tokens): give it one of
+  // the tensor's type, which holds the same nothing.
+  if (s->nbytes == 0 && s->base->type().dtype != g.dtype)
+    s->base = runtime::DeviceBuffer::deferred_zeros({g.dtype, {0}}, s->device);
   TORCH_CHECK_VALUE(runtime::covers_storage(g, s->nbytes) && s->base->type().dtype == g.dtype, what,
                     " must be a contiguous tensor covering its whole storage (call .contiguous())");
   return s->base;
