@@ -199,6 +199,58 @@ def test_bool_mask_index_put_accumulate_and_grad(tpu):
     same(at_.grad, ac.grad)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+@pytest.mark.parametrize("where", ["leading", "after_none", "zero_dim"])
+@pytest.mark.parametrize("form", ["setitem", "index_put", "index_put_accumulate", "index_put_out"])
+def test_bool_mask_put_of_one_value_needs_no_host_sync(tpu, dtype, where, form):
+    # x[mask] = v with one value is where(mask, v, x): no positions, no sync.
+    import torch_tpu
+
+    x = data(dtype, () if where == "zero_dim" else (4, 5, 3), seed=2)
+    mask = {"leading": data(torch.bool, (4, 5), seed=3), "after_none": data(torch.bool, (5,), seed=4),
+            "zero_dim": torch.tensor(True)}[where]
+    index = (slice(None), mask) if where == "after_none" else (mask,)
+    value = torch.ones((), dtype=dtype)
+    if form == "setitem" or where == "after_none":
+        def put(t, m, v):
+            t = t.clone()
+            t[index[:-1] + (m,)] = v
+            return t
+    else:
+        def put(t, m, v):
+            if form == "index_put_out":
+                out = torch.empty_like(t)
+                torch.ops.aten.index_put.out(t, [m], v, False, out=out)
+                return out
+            return t.index_put((m,), v, accumulate=form == "index_put_accumulate" and dtype != torch.bool)
+    xt, mt, vt = x.to(tpu), mask.to(tpu), value.to(tpu)
+    if where == "zero_dim" and form != "setitem":  # index_put counts the mask as an index
+        for args in ((x, mask, value), (xt, mt, vt)):
+            with pytest.raises(IndexError, match="too many indices"):
+                put(*args)
+        return
+    torch.tpu.synchronize()
+    before = torch_tpu.metrics()["bytes_to_host"]
+    result = put(xt, mt, vt)
+    torch.tpu.synchronize()
+    # PyTorch's own indexing reads a 0-dim bool index as a Python bool (on
+    # CUDA too) before it calls index_put.
+    if where != "zero_dim":
+        assert torch_tpu.metrics()["bytes_to_host"] == before
+    same(result, put(x, mask, value))
+
+
+def test_bool_mask_put_of_one_value_compiles(tpu):
+    # FastSpeech2's length regulator: durations[durations.sum(1).eq(0)] = 1.
+    def f(d):
+        d = d.clone()
+        d[d.sum(dim=1).eq(0)] = 1
+        return d * 2
+
+    d = torch.tensor([[0, 0], [1, 2]])
+    same(torch.compile(f, backend="tpu", fullgraph=True)(d.to(tpu)), f(d))
+
+
 def test_repeat_interleave_and_bincount(tpu):
     r = torch.tensor([1, 0, 3, 2])
     same(torch.repeat_interleave(r.to(tpu)), torch.repeat_interleave(r))

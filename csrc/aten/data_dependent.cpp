@@ -140,10 +140,75 @@ at::Tensor tpu_bincount(const at::Tensor& self, const std::optional<at::Tensor>&
 }
 
 // ---- boolean masks in Tensor?[] indices (index, index_put_, ...)
+// `x[mask] = v` with one value for every chosen element (a scalar) needs no
+// positions: it is where(mask, v, x) (x + where(mask, v, 0) when
+// accumulating), no host sync, and so it can be captured by torch.compile.
+// Handled when the indices are one boolean mask, after only Nones, and the
+// values are one element of self's dtype; else the general path below.
+bool put_through_mask(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const auto& args = schema.arguments();
+  size_t n = args.size(), base = stack->size() - n;
+  auto arg = [&](const char* name) -> c10::IValue& {
+    for (size_t i = 0; i < n; ++i)
+      if (args[i].name() == name) return (*stack)[base + i];
+    TORCH_CHECK(false, "tpu: ", schema.name(), " has no argument ", name);
+  };
+  if (schema.name().find("index_put") == std::string::npos) return false;
+  const at::Tensor self = (*stack)[base].toTensor();
+  const at::Tensor values = arg("values").toTensor();
+  if (values.numel() != 1 || values.scalar_type() != self.scalar_type()) return false;
+  c10::List<std::optional<at::Tensor>> indices = arg("indices").toOptionalTensorList();
+  TORCH_CHECK_INDEX(static_cast<int64_t>(indices.size()) <= self.dim(), "too many indices for tensor of dimension ",
+                    self.dim(), " (got ", indices.size(), ")");
+  int64_t lead = 0;
+  std::optional<at::Tensor> mask;
+  for (const std::optional<at::Tensor>& e : indices) {
+    bool defined = e && e->defined();
+    if (mask && defined) return false;  // an index after the mask
+    if (!defined) {
+      if (!mask) ++lead;
+      continue;
+    }
+    if (e->scalar_type() != at::kBool) return false;
+    mask = *e;
+  }
+  if (!mask) return false;
+  for (int64_t j = 0; j < mask->dim(); ++j)
+    TORCH_CHECK_INDEX(lead + j < self.dim() && mask->size(j) == self.size(lead + j), "The shape of the mask ",
+                      mask->sizes(), " at index ", j, " does not match the shape of the indexed tensor ",
+                      self.sizes(), " at index ", lead + j);
+  std::vector<int64_t> shape(lead, 1);
+  shape.insert(shape.end(), mask->sizes().begin(), mask->sizes().end());
+  shape.resize(self.dim(), 1);
+  at::Tensor where = mask->to(self.device()).reshape(shape);
+  at::Tensor value = values.reshape({});
+  bool accumulate = arg("accumulate").toBool();
+  at::Tensor result = accumulate ? self + at::where(where, value, at::zeros_like(value))
+                                 : at::where(where, value, self);
+  bool in_place = schema.name().back() == '_';
+  bool out_form = schema.overload_name() == "out";
+  c10::IValue ret;
+  if (in_place) {
+    at::Tensor target = self;
+    target.copy_(result);
+    ret = target;
+  } else if (out_form) {
+    at::Tensor out = arg("out").toTensor();
+    ret = copy_to_out(result, out);
+  } else {
+    ret = result;
+  }
+  torch::jit::drop(*stack, n);
+  stack->push_back(std::move(ret));
+  return true;
+}
+
 // Like ATen's expandTensors: a k-dim mask becomes k int64 index tensors (the
 // coordinates of its true elements), then the lowered op runs with them.
 // Index tensors on the CPU are moved to the device, as CUDA allows them.
 void expand_masks_then_lower(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (put_through_mask(op, stack)) return;
   const auto& args = op.schema().arguments();
   size_t n = args.size();
   size_t base = stack->size() - n;
