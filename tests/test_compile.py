@@ -142,6 +142,38 @@ def test_grouped_mm_float32_matches_cpu_in_one_graph(a_shape, b_shape, offs):
     assert tpu_dynamo.compile_stats()["eager_graphs"] == 0
 
 
+def test_complex_rotary_backward_keeps_the_saved_conjugate():
+    # DeepSeek-V2's rotary embedding: the forward saves conj(freqs) for the
+    # backward, a lazy conjugate view; a program output that lost the bit gave
+    # gradients off by 100%, silently.
+    def rotary(x, freqs):
+        xc = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(xc * freqs.unsqueeze(1)).flatten(3)
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 16, 8, requires_grad=True)
+    angles = torch.randn(2, 16, 4)
+    freqs = torch.polar(torch.ones_like(angles), angles)
+    w = torch.randn(2, 4, 16, 8)
+    expected = rotary(x, freqs)
+    (expected * w).sum().backward()
+    xt = x.detach().to("tpu").requires_grad_()
+    out = torch.compile(rotary, backend="tpu")(xt, freqs.to("tpu"))
+    (out * w.to("tpu")).sum().backward()
+    close(out.detach(), expected.detach())
+    close(xt.grad, x.grad)
+
+
+@pytest.mark.parametrize("view", ["conj", "neg"])
+def test_lazy_conj_and_neg_outputs(view):
+    make = torch.Tensor.conj if view == "conj" else torch._neg_view
+    x = torch.randn(4, dtype=torch.complex64)
+    for fn in (lambda a: make(a), lambda a: make(a * 2)):
+        out = torch.compile(fn, backend="tpu")(x.to("tpu"))
+        assert (out.is_conj(), out.is_neg()) == (view == "conj", view == "neg")
+        close(out.resolve_conj().resolve_neg(), fn(x).resolve_conj().resolve_neg())
+
+
 def test_grouped_mm_fake_kernel_is_for_tpu_only():
     from torch._subclasses.fake_tensor import FakeTensorMode
 

@@ -344,9 +344,10 @@ class _Program:
 
     def __init__(self, prog, outputs, mutated):
         self.prog = prog
-        # Per graph output: ("out", k, view) -- program result k, or a view
-        # (size, stride, offset) of it; ("in", j, view) -- program input j
-        # itself or a view of it; ("const", v) -- a number, None...
+        # Per graph output: ("out", k, view, bits) -- program result k, or a
+        # view (size, stride, offset) of it; ("in", j, view, bits) -- program
+        # input j itself or a view of it; bits: (conj, neg), the lazy bits to
+        # set again; ("const", v) -- a number, None...
         self.outputs = outputs
         self.mutated = mutated    # program-input positions the graph writes to
 
@@ -543,15 +544,19 @@ class CompiledGraph:
                     # shape could not be a program input then; the program
                     # writes it in its own shape instead (a cheap copy).
                     base, view = o, None
+                # A conjugate or negative view (a saved conj(f) for the
+                # backward of a complex product) keeps its lazy bit: the
+                # buffer holds the values without it.
+                bits = (o.is_conj(), o.is_neg())
                 if id(base) in in_pos:
-                    layout.append(("in", in_pos[id(base)], view))
+                    layout.append(("in", in_pos[id(base)], view, bits))
                     continue
                 if view is not None and not _whole_base(base):
                     base, view = o, None
                 if id(base) not in out_pos:
                     out_pos[id(base)] = len(tensors)
                     tensors.append(base)
-                layout.append(("out", out_pos[id(base)], view))
+                layout.append(("out", out_pos[id(base)], view, bits))
         except BaseException as e:
             _C._capture_abort()
             if isinstance(e, NotImplementedError):
@@ -584,9 +589,14 @@ class CompiledGraph:
             if slot[0] == "const":
                 outs.append(slot[1])
                 continue
-            kind, k, view = slot
+            kind, k, view, (conj, neg) = slot
             t = results[k] if kind == "out" else inputs[k]
-            outs.append(t if view is None else t.as_strided(*view))
+            t = t if view is None else t.as_strided(*view)
+            if conj:
+                t = t.conj()
+            if neg:
+                t = torch._neg_view(t)
+            outs.append(t)
         return outs
 
 
