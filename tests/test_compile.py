@@ -401,6 +401,23 @@ def test_graph_break_runs_the_rest_eagerly():
     assert tpu_dynamo.compile_stats()["graphs"] >= 2
 
 
+def test_graph_with_an_op_sized_by_values_runs_eagerly():
+    # Dynamo can trace such an op whole (here by config; transformers'
+    # Idefics3 does `ids[mask] = pos[mask]`): the capture cannot size it, so
+    # the graph runs op by op, with a warning naming the op, and stays right
+    # for every mask.
+    def f(y):
+        return torch.nonzero(y > 0).float().sum() + y.sum()
+
+    y = torch.randn(4, 5)
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        compiled = torch.compile(f, backend="tpu", fullgraph=True)
+        with pytest.warns(UserWarning, match=r"runs op by op in eager mode \(nonzero"):
+            close(compiled(y.to("tpu")), f(y))
+        close(compiled((-y).to("tpu")), f(-y))
+    assert tpu_dynamo.compile_stats()["eager_graphs"] == 1
+
+
 def test_dropout_draws_fresh_randomness_every_call():
     model = nn.Sequential(nn.Linear(64, 64), nn.Dropout(0.5)).to("tpu").train()
     compiled = torch.compile(model, backend="tpu")

@@ -21,6 +21,9 @@ Semantics (see README, "torch.compile"):
   op without a `tpu` kernel (and no decomposition) is refused at compile time
   with a NotImplementedError naming the op, unless TORCH_TPU_CPU_FALLBACK=1,
   where that graph runs op by op in eager mode (the op on the CPU).
+- A graph with an op whose result size depends on values (nonzero, a
+  boolean-mask index) runs op by op in eager mode: a capture records values,
+  it cannot read them to size a result.
 - A graph that takes or computes CPU tensors (e.g. a non-`capturable`
   optimizer's step counters) runs op by op in eager mode: a capture replays
   only device work, so CPU work would happen once instead of every call.
@@ -356,6 +359,31 @@ class _NotWholeBase(Exception):
     pass
 
 
+class _ReadsItsOwnValue(Exception):
+    def __init__(self, op: str):
+        super().__init__(op)
+        self.op = op
+
+
+# Ops that read a tensor's values on the host to size their result
+# (csrc/aten/data_dependent.cpp); the index ops only with a boolean mask.
+_SIZED_BY_VALUES = {"aten::bincount", "aten::masked_scatter", "aten::masked_select", "aten::nonzero",
+                    "aten::repeat_interleave.Tensor", "aten::_unique2", "aten::unique_consecutive",
+                    "aten::unique_dim"}
+_MASKED_INDEX = {"aten::index.Tensor", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_"}
+
+
+def _sized_by_values(gm: torch.fx.GraphModule) -> str:
+    """The first node that reads values on the host, for the warning."""
+    for node in gm.graph.nodes:
+        name = _op_name(node.target)
+        masks = [t for a in node.all_input_nodes for t in _tensors(a.meta.get("val"))
+                 if t.dtype == torch.bool] if name in _MASKED_INDEX else []
+        if name in _SIZED_BY_VALUES or masks:
+            return f"{node.name} ({name})"
+    return "a data-dependent op"
+
+
 def _geometry(t):
     return (tuple(t.size()), tuple(t.stride()), t.storage_offset())
 
@@ -383,21 +411,25 @@ class CompiledGraph:
                     f"lowering or decomposition: {', '.join(missing)}. Set "
                     "TORCH_TPU_CPU_FALLBACK=1 to run such graphs op by op (those ops on the "
                     "CPU), or move that code out of the compiled region.")
-            self.eager_reason = f"ops without a tpu lowering: {', '.join(missing)}"
-        else:
-            self.eager_reason = host_reason
+            host_reason = f"ops without a tpu lowering: {', '.join(missing)}"
         with _lock:
             _stats["graphs"] += 1
-            if self.eager_reason:
-                _stats["eager_graphs"] += 1
-        if self.eager_reason:
-            warnings.warn(f"torch.compile(backend='tpu'): a {kind} graph runs op by op in eager "
-                          f"mode ({self.eager_reason})", stacklevel=2)
+        self.eager_reason = None
+        if host_reason:
+            self._go_eager(host_reason)
         # Inputs of symbolic sizes: their sizes at the first call, and the
         # dimension that has since changed (the one padded from then on).
         self.symbolic = _symbolic_inputs(gm)
         self.first_shapes: dict[int, tuple] = {}
         self.dynamic: dict[int, int] = {}
+
+    def _go_eager(self, reason: str, stacklevel: int = 3):
+        self.eager_reason = reason
+        with _lock:
+            _stats["eager_graphs"] += 1
+        article = "an" if self.kind[0] in "aeiou" else "a"
+        warnings.warn(f"torch.compile(backend='tpu'): {article} {self.kind} graph runs op by op in "
+                      f"eager mode ({reason})", stacklevel=stacklevel)
 
     def __call__(self, *args):
         args = args[0] if len(args) == 1 and isinstance(args[0], list) else list(args)
@@ -415,6 +447,12 @@ class CompiledGraph:
                 if program is None:
                     program = self._capture(args, plan, key)
                 return self._run(program, args, plan)
+            except _ReadsItsOwnValue as e:
+                # x[mask] = y[mask] and the like, traced whole by Dynamo: the
+                # op needs a value the graph computes, which a capture only
+                # records. The capture was undone (inputs as they were).
+                self._go_eager(f"{e.op} needs a value the graph computes", stacklevel=4)
+                return self(args)
             except _NotWholeBase:
                 if attempt:
                     raise RuntimeError("torch.compile(backend='tpu'): could not make the inputs "
@@ -559,6 +597,8 @@ class CompiledGraph:
                 layout.append(("out", out_pos[id(base)], view, bits))
         except BaseException as e:
             _C._capture_abort()
+            if isinstance(e, RuntimeError) and "is needed before the graph ends" in str(e):
+                raise _ReadsItsOwnValue(_sized_by_values(self.gm)) from e
             if isinstance(e, NotImplementedError):
                 raise NotImplementedError(
                     f"torch.compile(backend='tpu'): capturing a {self.kind} graph failed: {e}") from e
