@@ -418,6 +418,25 @@ def test_graph_with_an_op_sized_by_values_runs_eagerly():
     assert tpu_dynamo.compile_stats()["eager_graphs"] == 1
 
 
+def test_one_hot_range_check_raises_after_the_program():
+    # one_hot's decomposition checks its classes with _assert_async, which a
+    # program cannot raise: the backend reads the condition after each run.
+    def route(x, idx):
+        mask = F.one_hot(idx, num_classes=4).permute(2, 1, 0)
+        return x * mask.sum((0, 1)).float()
+
+    x = torch.randn(3, 5)
+    idx = torch.randint(0, 4, (5, 2))
+    compiled = torch.compile(route, backend="tpu")
+    close(compiled(x.to("tpu"), idx.to("tpu")), route(x, idx))
+    for bad, message in ((idx + 4, "smaller than num_classes"), (idx - 5, "non-negative")):
+        with pytest.raises(RuntimeError, match=message):
+            route(x, bad)
+        with pytest.raises(RuntimeError, match=message):
+            compiled(x.to("tpu"), bad.to("tpu"))
+    assert tpu_dynamo.compile_stats()["eager_graphs"] == 0
+
+
 def test_dropout_draws_fresh_randomness_every_call():
     model = nn.Sequential(nn.Linear(64, 64), nn.Dropout(0.5)).to("tpu").train()
     compiled = torch.compile(model, backend="tpu")

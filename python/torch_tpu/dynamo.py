@@ -319,6 +319,31 @@ def _symbolic_inputs(gm: torch.fx.GraphModule) -> list:
     return found
 
 
+_ASSERTS = (torch.ops.aten._assert_async.msg, torch.ops.aten._assert_async.default)
+
+
+def _asserts_to_outputs(gm: torch.fx.GraphModule) -> list:
+    """Moves each `_assert_async` (one_hot's range check, in decompositions)
+    to the end of the graph's outputs and returns their messages: a program
+    cannot raise, so the caller reads each condition once the program has
+    run and raises the assert's RuntimeError. Checked late like CUDA's device
+    asserts, but on every call, never dropped."""
+    messages, conds = [], []
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target in _ASSERTS:
+            conds.append(node.args[0])
+            messages.append(node.args[1] if len(node.args) > 1 else
+                            "Expected Tensor with single nonzero value, but got zero")
+            gm.graph.erase_node(node)
+    if conds:
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        values = out.args[0]
+        values = list(values) if isinstance(values, (list, tuple)) else [values]
+        out.args = (tuple(values + conds),)
+        gm.recompile()
+    return messages
+
+
 def _views_to_reshapes(gm: torch.fx.GraphModule) -> None:
     """aten.view -> aten.reshape (a view where the strides allow it, else a
     copy, which inside a captured program is just another fused op).
@@ -403,6 +428,7 @@ class CompiledGraph:
         # API needs buffers of the tensor's own shape, so they are copied.
         self.copy_slots: set[int] = set()
         _views_to_reshapes(gm)
+        self.asserts = _asserts_to_outputs(gm)
         missing, host_reason = _analyze(gm)
         if missing:
             if not _cpu_fallback_enabled():
@@ -433,6 +459,18 @@ class CompiledGraph:
 
     def __call__(self, *args):
         args = args[0] if len(args) == 1 and isinstance(args[0], list) else list(args)
+        outs = self._call(args)
+        if not self.asserts:
+            return outs
+        outs = list(outs)
+        conds = outs[len(outs) - len(self.asserts):]
+        del outs[len(outs) - len(self.asserts):]
+        for cond, message in zip(conds, self.asserts):
+            if not bool(cond):  # one host read: the program has run
+                raise RuntimeError(message)
+        return outs
+
+    def _call(self, args):
         if self.eager_reason:
             with torch.no_grad():
                 outs = self.gm(*args)
@@ -451,8 +489,8 @@ class CompiledGraph:
                 # x[mask] = y[mask] and the like, traced whole by Dynamo: the
                 # op needs a value the graph computes, which a capture only
                 # records. The capture was undone (inputs as they were).
-                self._go_eager(f"{e.op} needs a value the graph computes", stacklevel=4)
-                return self(args)
+                self._go_eager(f"{e.op} needs a value the graph computes", stacklevel=5)
+                return self._call(args)
             except _NotWholeBase:
                 if attempt:
                     raise RuntimeError("torch.compile(backend='tpu'): could not make the inputs "
