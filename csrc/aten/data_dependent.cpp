@@ -140,6 +140,15 @@ at::Tensor tpu_bincount(const at::Tensor& self, const std::optional<at::Tensor>&
 }
 
 // ---- boolean masks in Tensor?[] indices (index, index_put_, ...)
+// A k-dim mask indexes dimensions start..start+k-1 of self: their sizes must
+// be the mask's, as the CPU checks.
+void check_mask_fits(const at::Tensor& mask, const at::Tensor& self, int64_t start) {
+  for (int64_t j = 0; j < mask.dim(); ++j)
+    TORCH_CHECK_INDEX(start + j < self.dim() && mask.size(j) == self.size(start + j), "The shape of the mask ",
+                      mask.sizes(), " at index ", j, " does not match the shape of the indexed tensor ",
+                      self.sizes(), " at index ", start + j);
+}
+
 // `x[mask] = v` with one value for every chosen element (a scalar) needs no
 // positions: it is where(mask, v, x) (x + where(mask, v, 0) when
 // accumulating), no host sync, and so it can be captured by torch.compile.
@@ -174,10 +183,7 @@ bool put_through_mask(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     mask = *e;
   }
   if (!mask) return false;
-  for (int64_t j = 0; j < mask->dim(); ++j)
-    TORCH_CHECK_INDEX(lead + j < self.dim() && mask->size(j) == self.size(lead + j), "The shape of the mask ",
-                      mask->sizes(), " at index ", j, " does not match the shape of the indexed tensor ",
-                      self.sizes(), " at index ", lead + j);
+  check_mask_fits(*mask, self, lead);
   std::vector<int64_t> shape(lead, 1);
   shape.insert(shape.end(), mask->sizes().begin(), mask->sizes().end());
   shape.resize(self.dim(), 1);
@@ -190,9 +196,7 @@ bool put_through_mask(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   bool out_form = schema.overload_name() == "out";
   c10::IValue ret;
   if (in_place) {
-    at::Tensor target = self;
-    target.copy_(result);
-    ret = target;
+    ret = self.copy_(result);
   } else if (out_form) {
     at::Tensor out = arg("out").toTensor();
     ret = copy_to_out(result, out);
@@ -236,13 +240,7 @@ void expand_masks_then_lower(const c10::OperatorHandle& op, torch::jit::Stack* s
       }
       if (index.scalar_type() == at::kByte)
         TORCH_WARN("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.");
-      int64_t start = static_cast<int64_t>(out.size());
-      for (int64_t j = 0; j < index.dim(); ++j) {
-        int64_t src = start + j;
-        TORCH_CHECK_INDEX(src < self.dim() && index.size(j) == self.size(src), "The shape of the mask ",
-                          index.sizes(), " at index ", j, " does not match the shape of the indexed tensor ",
-                          self.sizes(), " at index ", src);
-      }
+      check_mask_fits(index, self, static_cast<int64_t>(out.size()));
       TORCH_CHECK_NOT_IMPLEMENTED(index.dim() > 0, "tpu: ", op.schema().name(),
                                   " with a 0-dim boolean index tensor is not supported");
       at::Tensor coords = at::nonzero(to_host(index)).to(self.device());  // [count, k]

@@ -462,9 +462,8 @@ class CompiledGraph:
         outs = self._call(args)
         if not self.asserts:
             return outs
-        outs = list(outs)
-        conds = outs[len(outs) - len(self.asserts):]
-        del outs[len(outs) - len(self.asserts):]
+        kept = len(outs) - len(self.asserts)
+        outs, conds = list(outs[:kept]), outs[kept:]
         for cond, message in zip(conds, self.asserts):
             if not bool(cond):  # one host read: the program has run
                 raise RuntimeError(message)
