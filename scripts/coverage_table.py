@@ -168,6 +168,8 @@ REASONS = {
     "poisson": SAMPLER,
     "quantize_*": QUANTIZED,
     "quantized_*": QUANTIZED,
+    "rrelu_with_noise": "out= form of an op that also writes `noise`: not routed (F.rrelu and nn.RReLU call "
+                        "the functional form, which is lowered)",
     "slow_conv*": CPU_ONLY,
     "special_airy_ai": SERIES,
     "special_bessel_*": SERIES,

@@ -1,5 +1,7 @@
 """masked_fill, masked_scatter, scalar_tensor, the *_scatter view inverses and
 pairwise distances on tpu against the CPU, with gradients."""
+import re
+
 import pytest
 import torch
 import torch_tpu  # noqa: F401
@@ -228,3 +230,16 @@ def test_equal_returns_a_python_bool_like_cpu():
     a = torch.arange(6.0).reshape(2, 3)
     for other in (a.clone(), a + 1, a[:1], a.to(torch.int64)):
         assert torch.equal(a.to("tpu"), other.to("tpu")) is torch.equal(a, other)
+
+
+@pytest.mark.parametrize("value,msg", [(0, None), (0.0, "boom"), ([1, 1], None), ([], None), (3, None), (1j, None),
+                                       (True, "never"), (float("nan"), None)])
+def test_assert_async_raises_as_the_cpu_does(value, msg):
+    args = (msg,) if msg else ()
+    try:
+        torch._assert_async(torch.tensor(value), *args)
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match=re.escape(str(e))):
+            torch._assert_async(torch.tensor(value, device="tpu"), *args)
+    else:
+        torch._assert_async(torch.tensor(value, device="tpu"), *args)

@@ -190,3 +190,124 @@ def test_max_unpool(dtype, n, shape, kw):
     except RuntimeError:
         return
     check(lambda t: unpool(t, i.to(t.device), **kw), v)
+
+
+# ---- fractional max pooling: the windows come from _random_samples, given
+# here so that the CPU and tpu pick the same ones (the samples are drawn by
+# the caller; the starts are computed from them on the device, in the
+# input's type as the CPU computes them).
+
+FRACTIONAL = [
+    (2, (2, 3, 7, 8), (2, 2), (4, 4), 2),
+    (2, (3, 9, 10), (3, 2), (4, 5), 1),          # unbatched
+    (2, (1, 2, 20, 20), (3, 3), (9, 13), 3),     # more samples than batches
+    (2, (2, 3, 7, 8), (1, 1), (7, 8), 2),        # every element its own window
+    (2, (2, 3, 7, 8), (2, 2), (1, 1), 2),
+    (2, (2, 3, 7, 8), (2, 2), (0, 3), 2),        # an empty output
+    (2, (2, 3, 7, 8), (0, 2), (4, 4), 2),        # empty windows: -inf at the window's start
+    (3, (2, 3, 5, 7, 8), (2, 2, 2), (3, 3, 3), 2),
+    (3, (3, 6, 9, 10), (3, 2, 1), (3, 4, 5), 1),  # unbatched
+]
+
+
+def fractional(n, k, out, u):
+    pool = getattr(F, f"fractional_max_pool{n}d")
+    return lambda t: pool(t, k, output_size=out, return_indices=True, _random_samples=u.to(t.device))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float64])
+@pytest.mark.parametrize("n,shape,k,out,batches", FRACTIONAL)
+def test_fractional_max_pool_matches_cpu(dtype, n, shape, k, out, batches):
+    x = make(shape, dtype)
+    for seed in range(3):
+        g = torch.Generator().manual_seed(seed)
+        u = torch.rand(batches, shape[-n - 1], n, generator=g).to(dtype)
+        check(fractional(n, k, out, u), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("n,shape,k,out", [(2, (2, 3, 9, 9), (3, 3), (5, 5)), (2, (2, 3, 8, 9), (2, 2), (7, 8)),
+                                           (3, (1, 2, 6, 7, 5), (2, 3, 2), (4, 4, 3))])
+def test_fractional_max_pool_backward(dtype, n, shape, k, out):
+    """Overlapping windows: an element that wins several adds their gradients."""
+    x = make(shape, dtype)
+    u = torch.rand(shape[0], shape[1], n, generator=torch.Generator().manual_seed(5)).to(dtype)
+    pool = getattr(F, f"fractional_max_pool{n}d")
+    check(lambda t: pool(t, k, output_size=out, _random_samples=u.to(t.device)), x, grad=True)
+
+
+def test_fractional_max_pool_nan_inf_ties():
+    x = torch.tensor([[[[1.0, 1.0, float("nan"), 2.0], [float("-inf")] * 4, [3.0, float("nan"), 3.0, float("inf")],
+                        [0.0, -0.0, 0.0, 5.0]]]])
+    u = torch.tensor([[[0.3, 0.7]]])
+    check(fractional(2, (2, 2), (3, 3), u), x, equal_nan=True)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_fractional_max_pool_module_draws_on_device(n):
+    """nn.FractionalMaxPoolNd draws its samples on tpu: the values are the
+    input's at the returned indices, and the gradient lands there."""
+    shape = (2, 3, 10, 11) if n == 2 else (2, 3, 6, 7, 8)
+    module = getattr(torch.nn, f"FractionalMaxPool{n}d")(2, output_ratio=0.5, return_indices=True)
+    x = make(shape, torch.float32).to(DEV).requires_grad_()
+    v, i = module(x)
+    flat = x.detach().flatten(-n).cpu()
+    torch.testing.assert_close(v.detach().cpu(), flat.gather(-1, i.cpu().flatten(-n)).view_as(v))
+    v.sum().backward()
+    expect = torch.zeros_like(flat).scatter_add_(-1, i.cpu().flatten(-n), torch.ones(i.shape).flatten(-n))
+    torch.testing.assert_close(x.grad.cpu(), expect.view(shape))
+
+
+def _fractional_error(fn, *args):
+    """fn(*args) on the CPU and on tpu raise the same error."""
+    with pytest.raises(Exception) as cpu:
+        fn(*args)
+    with pytest.raises(type(cpu.value)) as tpu:
+        fn(*[a.to(DEV) if isinstance(a, torch.Tensor) else a for a in args])
+        torch.tpu.synchronize()
+    assert str(tpu.value).split("\n")[0] == str(cpu.value).split("\n")[0]
+
+
+A = torch.ops.aten
+
+
+@pytest.mark.parametrize("case", [
+    (A.fractional_max_pool2d, (2, 3, 7, 8), [2], [4, 4], (2, 3, 2), torch.float32),
+    (A.fractional_max_pool2d, (2, 3, 7, 8), [2, 2], [4], (2, 3, 2), torch.float32),
+    (A.fractional_max_pool2d, (7, 8), [2, 2], [4, 4], (2, 3, 2), torch.float32),
+    (A.fractional_max_pool2d, (2, 0, 7, 8), [2, 2], [4, 4], (2, 0, 2), torch.float32),
+    (A.fractional_max_pool2d, (2, 3, 7, 8), [2, 2], [4, 4], (2, 3, 2), torch.float64),
+    (A.fractional_max_pool2d, (2, 3, 7, 8), [2, 2], [4, 4], (6, 2), torch.float32),
+    (A.fractional_max_pool2d, (2, 3, 7, 8), [2, 2], [4, 4], (1, 3, 2), torch.float32),
+    (A.fractional_max_pool2d, (2, 3, 7, 8), [2, 2], [4, 4], (2, 2, 2), torch.float32),
+    (A.fractional_max_pool2d, (2, 3, 7, 8), [2, 2], [4, 4], (2, 3, 3), torch.float32),
+    (A.fractional_max_pool2d, (2, 3, 7, 8), [5, 2], [4, 4], (2, 3, 2), torch.float32),
+    (A.fractional_max_pool2d, (2, 3, 7, 8), [2, 6], [4, 4], (2, 3, 2), torch.float32),
+    (A.fractional_max_pool3d, (2, 3, 5, 7, 8), [2, 2], [3, 3, 3], (2, 3, 3), torch.float32),
+    (A.fractional_max_pool3d, (7, 8, 9), [2, 2, 2], [3, 3, 3], (2, 3, 3), torch.float32),
+    (A.fractional_max_pool3d, (2, 3, 5, 7, 8), [2, 2, 2], [4, 3, 3], (2, 3, 3), torch.float32),
+    (A.fractional_max_pool3d, (2, 3, 5, 7, 8), [2, 2, 6], [3, 3, 3], (2, 3, 3), torch.float32),
+    (A.fractional_max_pool3d, (2, 3, 5, 7, 8), [2, 2, 2], [3, 3, 3], (2, 3, 2), torch.float32),
+], ids=lambda c: f"{c[0].__name__}-{c[1]}-{c[2]}-{c[3]}-{c[4]}-{c[5]}")
+def test_fractional_max_pool_errors(case):
+    fn, shape, k, out, ushape, udtype = case
+    _fractional_error(fn, torch.randn(shape), k, out, torch.rand(ushape, dtype=udtype))
+
+
+def test_fractional_max_pool_integer_input():
+    _fractional_error(A.fractional_max_pool2d, torch.ones(2, 3, 7, 8, dtype=torch.int32), [2, 2], [4, 4],
+                      torch.ones(2, 3, 2, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("case", [
+    (A.fractional_max_pool2d_backward, (2, 3, 4, 5), (2, 3, 7, 8), [2, 2], [4, 4], (2, 3, 4, 4), torch.long),
+    (A.fractional_max_pool2d_backward, (2, 3, 4, 4), (2, 3, 7, 8), [2, 2], [4, 4], (2, 3, 4, 3), torch.long),
+    (A.fractional_max_pool2d_backward, (2, 3, 4, 4), (2, 3, 7, 8), [2, 2], [4, 4], (2, 3, 4, 4), torch.float32),
+    (A.fractional_max_pool3d_backward, (2, 3, 4, 3, 3), (2, 3, 5, 7, 8), [2, 2, 2], [3, 3, 3], (2, 3, 3, 3, 3),
+     torch.long),
+    (A.fractional_max_pool3d_backward, (2, 3, 3, 3, 4), (2, 3, 5, 7, 8), [2, 2, 2], [3, 3, 3], (2, 3, 3, 3, 3),
+     torch.long),
+], ids=lambda c: f"{c[0].__name__}-{c[1]}-{c[5]}-{c[6]}")
+def test_fractional_max_pool_backward_errors(case):
+    fn, gshape, xshape, k, out, ishape, idtype = case
+    _fractional_error(fn, torch.randn(gshape), torch.randn(xshape), k, out, torch.zeros(ishape, dtype=idtype))

@@ -1,6 +1,7 @@
 """Factories (fill, zeros/ones/full, arange, linspace, logspace, eye) against the
 CPU, and random ops by their statistics, ranges, dtypes and seeding."""
 import math
+import re
 
 import pytest
 import torch
@@ -409,3 +410,93 @@ def test_native_dropout_backward_dtype(dtype):
         d = torch.ops.aten.native_dropout_backward(grad.to(DEV), mask.to(DEV), scale)
         assert d.dtype == c.dtype
         torch.testing.assert_close(d.cpu(), c)
+
+
+# ---- rrelu (nn.RReLU): in training, each element that is not positive is
+# scaled by its own slope drawn from U[lower, upper) and the slope is kept in
+# `noise` (1 elsewhere); outside training it is leaky_relu with the mean slope.
+
+RRELU_DTYPES = [torch.float32, torch.float64, torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", RRELU_DTYPES)
+@pytest.mark.parametrize("lower,upper", [(1 / 8, 1 / 3), (0.5, 0.6), (0.2, 0.2)])
+def test_rrelu_training_draws_slopes(dtype, lower, upper):
+    """Run after one another at one shape: each call's bounds reach the
+    program (a lowering that baked the first call's in would fail here)."""
+    x = -(torch.rand(N, dtype=torch.float64) + 0.5).to(dtype)
+    noise = torch.empty(N, dtype=dtype, device=DEV)
+    y = torch.ops.aten.rrelu_with_noise(x.to(DEV), noise, lower, upper, True).cpu().double()
+    slope = y / x.double()
+    tol = 1e-2 if dtype == torch.bfloat16 else 1e-6
+    assert slope.min() >= lower - tol and slope.max() <= upper + tol
+    torch.testing.assert_close(noise.cpu().double(), slope, atol=tol, rtol=tol)
+    if upper > lower:  # uniform: the mean and the spread of U[lower, upper)
+        assert abs(slope.mean().item() - (lower + upper) / 2) < 0.01 * (upper - lower) + tol
+        assert slope.max() - slope.min() > 0.95 * (upper - lower)
+
+
+def test_rrelu_training_keeps_positive_nan_and_inf():
+    x = torch.tensor([-2.0, -0.0, 0.0, 1.0, float("nan"), float("inf"), float("-inf"), 3.0])
+    noise = torch.full((8,), 7.0, device=DEV)
+    y = torch.ops.aten.rrelu_with_noise(x.to(DEV), noise, 0.1, 0.3, True).cpu()
+    n = noise.cpu()
+    keep = torch.tensor([False, False, False, True, True, True, False, True])
+    same(y[keep].to(DEV), x[keep])
+    assert torch.equal(n[keep], torch.ones(int(keep.sum())))
+    slopes = n[~keep]
+    assert ((slopes >= 0.1) & (slopes < 0.3)).all()
+    torch.testing.assert_close(y[~keep], x[~keep] * slopes)
+
+
+@pytest.mark.parametrize("dtype", RRELU_DTYPES)
+def test_rrelu_eval_matches_cpu(dtype):
+    x = torch.tensor([-3.0, -1.0, -0.0, 0.0, 0.5, 2.0, float("nan"), float("-inf"), float("inf")]).to(dtype)
+    for lower, upper in [(1 / 8, 1 / 3), (0.0, 1.0)]:
+        same(F.rrelu(x.to(DEV), lower, upper, training=False), F.rrelu(x, lower, upper, training=False))
+    noise = torch.full((9,), 7.0, dtype=dtype, device=DEV)
+    torch.ops.aten.rrelu_with_noise(x.to(DEV), noise, 0.1, 0.3, False)
+    assert torch.equal(noise.cpu(), torch.full((9,), 7.0, dtype=dtype))  # left as it was
+
+
+def test_rrelu_gradient_is_the_drawn_slope():
+    x = torch.randn(1000, device=DEV, requires_grad=True)
+    y = F.rrelu(x, 0.1, 0.3, training=True)
+    y.backward(torch.ones_like(y))
+    xc, yc = x.detach().cpu(), y.detach().cpu()
+    torch.testing.assert_close(x.grad.cpu(), torch.where(xc > 0, torch.ones_like(xc), yc / xc))
+
+
+def test_rrelu_in_place_module_and_seeding():
+    torch.manual_seed(3)
+    x = torch.randn(64, device=DEV)
+    a = F.rrelu(x, training=True)
+    torch.manual_seed(3)
+    x2 = torch.randn(64, device=DEV)
+    b = x2.clone()
+    F.rrelu_(b, training=True)
+    same(b, a.cpu())
+    m = torch.nn.RReLU(0.2, 0.4).to(DEV).train()
+    y = m(x).cpu()
+    neg = x.cpu() < 0
+    s = y[neg] / x.cpu()[neg]
+    assert ((s >= 0.2 - 1e-6) & (s < 0.4 + 1e-6)).all()
+    same(m.eval()(x), F.leaky_relu(x.cpu(), 0.3))
+
+
+@pytest.mark.parametrize("args", [
+    (torch.randn(6), torch.empty(5), 0.1, 0.3, True),
+    (torch.randn(6), torch.empty(5), 0.1, 0.3, False),
+    (torch.randn(6), torch.empty(6, dtype=torch.float64), 0.1, 0.3, True),
+    (torch.ones(6, dtype=torch.int32), torch.ones(6, dtype=torch.int32), 0.1, 0.3, True),
+    (torch.ones(6, dtype=torch.int32), torch.ones(6, dtype=torch.int32), 0.1, 0.3, False),
+    (-torch.rand(6), torch.empty(6), 0.5, 0.3, True),
+], ids=["shape-train", "shape-eval", "noise-dtype", "int-train", "int-eval", "lower-above-upper"])
+def test_rrelu_errors_like_cpu(args):
+    with pytest.raises(Exception) as cpu:
+        torch.ops.aten.rrelu_with_noise(*args)
+    dev_args = [a.to(DEV) if isinstance(a, torch.Tensor) else a for a in args]
+    with pytest.raises(type(cpu.value), match=re.escape(str(cpu.value).split("\n")[0][:45])):
+        torch.ops.aten.rrelu_with_noise(*dev_args)
+    with pytest.raises(RuntimeError, match="Lower bound should be less than or equal to the upper bound"):
+        F.rrelu(torch.randn(3, device=DEV), 0.5, 0.3, training=True)

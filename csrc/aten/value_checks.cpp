@@ -1,13 +1,15 @@
 // Ops whose CPU kernels check the values of an input, not only its shape,
 // before computing: embedding_renorm_ (each index names a row of the table),
-// multilabel_margin_loss (each target is a class or -1) and torch.histogram /
-// histc over the data's own range (it must be finite). A device cannot
-// raise, and the results would look plausible, so the verdict is read back
-// first, as multinomial.cpp does: one documented host sync per call (it
-// waits for the work producing the values and cuts a deferred graph), then
-// the lowering runs. The argument checks (rank, dtype) are the lowering's and
-// come first, as on the CPU: the values are read only for valid arguments.
+// multilabel_margin_loss (each target is a class or -1), torch.histogram /
+// histc over the data's own range (it must be finite) and _assert_async (its
+// one value is nonzero). A device cannot raise, and the results would look
+// plausible, so the verdict is read back first, as multinomial.cpp does: one
+// documented host sync per call (it waits for the work producing the values
+// and cuts a deferred graph), then the lowering runs. The argument checks
+// (rank, dtype) are the lowering's and come first, as on the CPU: the values
+// are read only for valid arguments.
 #include <cmath>
+#include <string>
 
 #include "aten/op_kernel.h"
 
@@ -82,9 +84,27 @@ void checked_histc(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   lowered_op_kernel(op, stack);
 }
 
+// _assert_async(self[, assert_msg]): raises when self's one value is zero.
+// CUDA checks on the device and reports later; here the value is read back,
+// so the error comes at the call, as on the CPU. (Under torch.compile the
+// check is a program output instead: python/torch_tpu/dynamo.py.)
+void assert_nonzero(const at::Tensor& self, const char* message) {
+  TORCH_CHECK(self.numel() != 0, "Boolean value of Tensor with no values is ambiguous");
+  TORCH_CHECK(self.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous");
+  TORCH_CHECK(self.ne(0).item<bool>(), message);
+}
+void assert_async(const at::Tensor& self) {
+  assert_nonzero(self, "Expected Tensor with single nonzero value, but got zero");
+}
+void assert_async_msg(const at::Tensor& self, c10::string_view message) {
+  assert_nonzero(self, std::string(message).c_str());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_assert_async", &assert_async);
+  m.impl("_assert_async.msg", &assert_async_msg);
   m.impl("embedding_renorm_", torch::CppFunction::makeFromBoxedFunction<&checked_embedding_renorm>());
   m.impl("histc", torch::CppFunction::makeFromBoxedFunction<&checked_histc>());
   m.impl("histc.out", torch::CppFunction::makeFromBoxedFunction<&checked_histc>());

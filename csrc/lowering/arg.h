@@ -57,6 +57,11 @@ struct Arg {
   std::vector<bool> bools;
   Number number;
   std::vector<Number> numbers;  // NumberList
+  // A Number fed to the program as a parameter: one executable serves every
+  // value, so a lowering that read this value (as_int, as_float) would bake
+  // in the first call's. Reading it then is refused (ctx.number gives the
+  // parameter; kStaticNumbers puts values in the cache key instead).
+  bool fed = false;
   // A Number standing for element `element` of the NumberList argument
   // `index` (lowerings of list ops make these; the runtime feeds that element).
   int element = -1;

@@ -117,6 +117,9 @@ namespace torch_tpu::lowering {
 Value constant_vector(hlo::Builder& b, const std::vector<double>& values, ElementType t);
 // x with dimension `dim` replaced by x[..., positions[j], ...] for each j.
 Value take(hlo::Builder& b, Value x, int64_t dim, const std::vector<int64_t>& positions);
+// x[idx] for a rank-1 x and i64 indices of any shape, known only on the
+// device (out-of-range indices are clamped, as gather does).
+Value take_1d(hlo::Builder& b, Value x, Value idx);
 // The gradient of take: g's slices along `dim` summed into a dimension of
 // `size` at their positions (g's type, accumulated in f32 for half types).
 Value take_grad(hlo::Builder& b, Value g, int64_t dim, const std::vector<int64_t>& positions,

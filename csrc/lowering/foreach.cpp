@@ -77,6 +77,7 @@ Values each(Context& ctx, const Args& args, const char* per_tensor, const Args& 
         e.index = a.index;
         e.element = static_cast<int>(i);
         e.number = a.numbers[i];
+        e.fed = a.fed;
         ai.push_back(std::move(e));
         continue;
       }

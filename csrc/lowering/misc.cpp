@@ -34,18 +34,6 @@ Value i64_array(Builder& b, const std::vector<int64_t>& v) {
   return b.op("stablehlo.constant", {}, t, "value = dense<" + lit + "> : " + t.str());
 }
 
-// x[idx] for a rank-1 x and i64 indices of any shape.
-Value take_1d(Builder& b, Value x, Value idx) {
-  Shape out = idx.shape();
-  Shape with_vec = out;
-  with_vec.push_back(1);
-  Builder::GatherDims d;
-  d.collapsed_slice_dims = {0};
-  d.start_index_map = {0};
-  d.index_vector_dim = idx.rank();
-  return b.gather(x, b.reshape(idx, with_vec), d, {1}, out);
-}
-
 // ---- masked_fill / masked_scatter
 
 void check_mask(const Value& mask, const char* op) {

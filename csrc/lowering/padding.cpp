@@ -50,6 +50,17 @@ Value take(Builder& b, Value x, int64_t dim, const Ints& positions) {
   return b.gather(x, index_column(b, positions), dims, slice, out);
 }
 
+Value take_1d(Builder& b, Value x, Value idx) {
+  Shape out = idx.shape();
+  Shape with_vec = out;
+  with_vec.push_back(1);
+  Builder::GatherDims d;
+  d.collapsed_slice_dims = {0};
+  d.start_index_map = {0};
+  d.index_vector_dim = idx.rank();
+  return b.gather(x, b.reshape(idx, with_vec), d, {1}, out);
+}
+
 Value take_grad(Builder& b, Value g, int64_t dim, const Ints& positions, int64_t size) {
   E t = g.dtype();
   E acc = t == E::F16 || t == E::BF16 ? E::F32 : t;

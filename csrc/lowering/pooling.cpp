@@ -4,8 +4,10 @@
 // from the same reduction. Adaptive pools have windows of varying size and
 // position, so they are built from per-dimension maps fixed at build time: a
 // 0/1 matrix (average: a dot_general per dimension) or a gather of each
-// window's rows (max). Backward passes scatter-add at the argmax indices
-// (max) or spread each window's share back with a dilated window sum (avg).
+// window's rows (max). Fractional max pools gather windows whose starts are
+// computed on the device from their random samples. Backward passes
+// scatter-add at the argmax indices (max) or spread each window's share back
+// with a dilated window sum (avg).
 #include <algorithm>
 #include <limits>
 #include <string>
@@ -449,6 +451,141 @@ std::vector<Value> lower_max_unpool(Context& ctx, const Args& a) {
   return {b.reshape(r, shape)};
 }
 
+// ---- fractional max pooling: along each spatial dimension the windows of
+// a plane start at an increasing pseudo-random sequence fixed by one sample
+// u in [0, 1) per plane and dimension,
+//   start[i] = int((i + u) * alpha) - int(u * alpha), alpha = (in - k) / (out - 1),
+// and the last window ends where the input does. The samples arrive as a
+// tensor, so the starts are computed on the device, in the input's type as
+// the CPU computes them in scalar_t (so both pick the same windows); each
+// window is gathered and reduced with the max pool combiner.
+
+// The window starts along one dimension, [N, C, out] i64, from samples u [N, C].
+Value fractional_starts(Builder& b, Value u, int64_t in, int64_t out, int64_t k) {
+  Shape s = u.shape();
+  s.push_back(out);
+  Value i = b.iota(hlo::TensorType{E::I64, s}, 2);
+  Value starts = b.zeros(E::I64, s);
+  if (out > 1) {
+    E t = u.dtype();
+    Value alpha = b.div(b.full(double(in - k), t, s), b.full(double(out - 1), t, s));
+    Value ub = b.broadcast_in_dim(u, s, {0, 1});
+    starts = b.sub(b.convert(b.mul(b.add(b.convert(i, t), ub), alpha), E::I64),
+                   b.convert(b.mul(ub, alpha), E::I64));
+  }
+  return b.select(b.compare(i, b.full(double(out - 1), E::I64, s), Compare::EQ),
+                  b.full(double(in - k), E::I64, s), starts);
+}
+
+// The checks of PyTorch's fractional_max_pool{2,3}d, with its messages.
+template <size_t n>
+void check_fractional(const Value& x, const Value& u, const Ints& k, const Ints& out) {
+  const char* op = n == 2 ? "fractional_max_pool2d" : "fractional_max_pool3d";
+  const char* fn = n == 2 ? "fractional_max_pool2d()" : "fractional_max_pool3d_out()";
+  const char* count = n == 2 ? "Ints" : "three Ints";
+  TPU_CHECK(k.size() == n, ErrorKind::Runtime, op, ": kernel_size must either be a single Int or tuple of ", count);
+  TPU_CHECK(out.size() == n, ErrorKind::Runtime, op, ": output_size must either be a single Int or tuple of ",
+            count);
+  int64_t r = x.rank();
+  TPU_CHECK(r == int64_t(n) + 1 || r == int64_t(n) + 2, ErrorKind::Runtime, fn, ": Expected ", n + 1, "D or ",
+            n + 2, "D tensor, but got: ", hlo::shape_str(x.shape()));
+  for (int64_t d = r - int64_t(n) - 1; d < r; ++d)
+    TPU_CHECK(x.shape()[d] > 0, ErrorKind::Runtime, fn,
+              ": Expected input to have non-zero size for non-batch dimensions, but got", hlo::shape_str(x.shape()),
+              " with dimension ", d, " being empty.");
+  TPU_CHECK(u.dtype() == x.dtype(), ErrorKind::Runtime, "Expect _random_samples to have the same dtype as input");
+  TPU_CHECK(u.rank() == 3, ErrorKind::Runtime, "Expect _random_samples to have 3 dimensions, got ", u.rank());
+  int64_t batch = r == int64_t(n) + 2 ? x.shape()[0] : 1;
+  TPU_CHECK(u.shape()[0] >= batch, ErrorKind::Runtime, "Expect _random_samples.size(0) no less then input batch size.");
+  TPU_CHECK(u.shape()[1] == x.shape()[r - int64_t(n) - 1], ErrorKind::Runtime,
+            "Expect _random_samples.size(1) equals to input channel size.");
+  TPU_CHECK(u.shape()[2] == int64_t(n), ErrorKind::Runtime, "Expect _random_samples.size(2) equals to ", n,
+            "; got ", u.shape()[2], ".");
+  TPU_CHECK(hlo::is_float(x.dtype()), ErrorKind::NotImplemented, "\"", op, "_out_frame\" not implemented for '",
+            scalar_type_name(x.dtype()), "'");
+  static const char* names[] = {"time", "height", "width"};
+  for (size_t i = 0; i < n; ++i) {
+    int64_t in = x.shape()[r - int64_t(n) + int64_t(i)];
+    // The 3-d kernel's check is strict: its last window may not end at the input's end.
+    bool fits = n == 2 ? out[i] + k[i] - 1 <= in : out[i] + k[i] - 1 < in;
+    TPU_CHECK(fits, ErrorKind::Runtime, n == 2 ? "fractional_max_pool2d()" : fn, ": pool ",
+              names[i + 3 - n], " ", k[i], " too large relative to input ", names[i + 3 - n], " ", in);
+  }
+}
+
+// a = (self, kernel_size, output_size, random_samples) -> (values, indices).
+// The sample for spatial dimension i is u[..., i] in 3-d and u[..., 1 - i]
+// in 2-d (the CPU reads width's first).
+template <size_t n>
+std::vector<Value> lower_fractional_max_pool(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value x = a[0].as_tensor(), u = a[3].as_tensor();
+  Ints k = a[1].as_ints(), out = a[2].as_ints();
+  check_fractional<n>(x, u, k, out);
+  bool batched = x.rank() == int64_t(n) + 2;
+  Shape xs = x.shape();
+  if (!batched) xs.insert(xs.begin(), 1);
+  int64_t N = xs[0], C = xs[1], plane = 1;
+  Ints in(xs.begin() + 2, xs.end());
+  for (int64_t d : in) plane *= d;
+  Shape out_shape = {N, C}, grid = {N, C};
+  out_shape.insert(out_shape.end(), out.begin(), out.end());
+  for (size_t i = 0; i < n; ++i) {
+    grid.push_back(out[i]);
+    grid.push_back(std::max<int64_t>(k[i], 0));
+  }
+  Shape result_shape = out_shape;
+  if (!batched) result_shape.erase(result_shape.begin());
+  int64_t count = 1;
+  for (int64_t d : out_shape) count *= d;
+  if (count == 0)
+    return {b.zeros(x.dtype(), result_shape), b.zeros(E::I64, result_shape)};
+  // Each window element's index within its plane, [N, C, o0, k0, o1, k1, ..],
+  // and each window's first element's, [N, C, o0, o1, ..] (an empty window's
+  // index: the CPU reports it).
+  Value within = b.zeros(E::I64, grid), first = b.zeros(E::I64, out_shape);
+  int64_t stride = plane;
+  for (size_t i = 0; i < n; ++i) {
+    stride /= in[i];
+    int64_t pick = n == 2 ? 1 - int64_t(i) : int64_t(i);
+    Value ui = b.reshape(b.slice(u, {0, 0, pick}, {N, C, pick + 1}, {1, 1, 1}), {N, C});
+    Value starts = b.mul(fractional_starts(b, ui, in[i], out[i], k[i]), b.full(double(stride), E::I64, {N, C, out[i]}));
+    Shape ws = {N, C, out[i], grid[3 + 2 * i]};
+    Value pos = b.add(b.broadcast_in_dim(starts, ws, {0, 1, 2}),
+                      b.mul(b.iota(hlo::TensorType{E::I64, ws}, 3), b.full(double(stride), E::I64, ws)));
+    int64_t g = 2 + 2 * int64_t(i);
+    within = b.add(within, b.broadcast_in_dim(pos, grid, {0, 1, g, g + 1}));
+    first = b.add(first, b.broadcast_in_dim(starts, out_shape, {0, 1, 2 + int64_t(i)}));
+  }
+  Value planes = b.add(b.mul(b.iota(hlo::TensorType{E::I64, grid}, 0), b.full(double(C), E::I64, grid)),
+                       b.iota(hlo::TensorType{E::I64, grid}, 1));
+  Value flat = b.add(b.mul(planes, b.full(double(plane), E::I64, grid)), within);
+  Value values = take_1d(b, b.reshape(x, {N * C * plane}), flat);
+  Ints window_dims;
+  for (size_t i = 0; i < n; ++i) window_dims.push_back(3 + 2 * int64_t(i));
+  const Value none = b.constant_int(std::numeric_limits<int64_t>::max(), E::I64);
+  auto r = b.reduce({values, within}, {b.min_value(x.dtype()), none}, window_dims, argmax);
+  Value idx = b.select(b.compare(r[1], b.broadcast_in_dim(none, out_shape, {}), Compare::EQ), first, r[1]);
+  return {b.reshape(r[0], result_shape), b.reshape(idx, result_shape)};
+}
+
+// a = (grad_output, self, kernel_size, output_size, indices).
+template <size_t n>
+std::vector<Value> lower_fractional_max_pool_backward(Context& ctx, const Args& a) {
+  Value g = a[0].as_tensor(), x = a[1].as_tensor(), idx = a[4].as_tensor();
+  Ints out = a[3].as_ints();
+  const char* fn = n == 2 ? "fractional_max_pool2d_backward()" : "fractional_max_pool3d_backward_out()";
+  static const char* names[] = {"time", "height", "width"};
+  TPU_CHECK(idx.dtype() == E::I64, ErrorKind::Runtime, "expected scalar type Long but found ",
+            scalar_type_name(idx.dtype()));
+  TPU_CHECK(out.size() == n && g.rank() == x.rank(), ErrorKind::Runtime, fn, ": gradOutput sizes unexpected");
+  for (size_t i = 0; i < n; ++i)
+    TPU_CHECK(g.shape()[g.rank() - int64_t(n) + int64_t(i)] == out[i], ErrorKind::Runtime, fn, ": gradOutput ",
+              n == 2 ? "sizes" : names[i], " unexpected");
+  TPU_CHECK(idx.shape() == g.shape(), ErrorKind::Runtime, fn, ": indices sizes unexpected");
+return {scatter_at_indices(ctx.b, g, idx, x.shape(), n)};
+}
+
 }  // namespace
 
 TPU_LOWERING("aten::_adaptive_avg_pool2d", lower_adaptive_avg_pool<2>);
@@ -467,6 +604,10 @@ TPU_LOWERING("aten::avg_pool2d", lower_avg_pool<2>);
 TPU_LOWERING("aten::avg_pool2d_backward", lower_avg_pool_backward<2>);
 TPU_LOWERING("aten::avg_pool3d", lower_avg_pool<3>);
 TPU_LOWERING("aten::avg_pool3d_backward", lower_avg_pool_backward<3>);
+TPU_LOWERING("aten::fractional_max_pool2d", lower_fractional_max_pool<2>);
+TPU_LOWERING("aten::fractional_max_pool2d_backward", lower_fractional_max_pool_backward<2>);
+TPU_LOWERING("aten::fractional_max_pool3d", lower_fractional_max_pool<3>);
+TPU_LOWERING("aten::fractional_max_pool3d_backward", lower_fractional_max_pool_backward<3>);
 TPU_LOWERING("aten::max_pool2d_with_indices", lower_max_pool_with_indices<2>);
 TPU_LOWERING("aten::max_pool2d_with_indices_backward", lower_max_pool_with_indices_backward<2>);
 TPU_LOWERING("aten::max_pool3d_with_indices", lower_max_pool_with_indices<3>);

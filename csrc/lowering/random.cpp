@@ -147,6 +147,37 @@ Values lower_normal(Context& ctx, const Args& args) {
   return {from_parts(b, b.add(b.mul(z, splat(b, std, z)), splat(b, mean, z)), t)};
 }
 
+// rrelu_with_noise(self, noise, lower, upper, training, generator) ->
+// (out, noise), as rrelu_with_noise_functional returns them. In training
+// each element that is not positive is scaled by a slope drawn uniformly
+// from [lower, upper) and kept in noise (1 elsewhere, NaN included); outside
+// training it is leaky_relu with the mean slope, and noise stays as it was.
+Values lower_rrelu_with_noise(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  Value x = self_of(args), noise = args.at(1).as_tensor();
+  E t = x.dtype(), c = opmath(t);
+  TPU_CHECK(x.shape() == noise.shape(), ErrorKind::Runtime,
+            "noise tensor shape must match self tensor shape. Got self.shape = ", hlo::shape_str(x.shape()),
+            " noise.shape = ", hlo::shape_str(noise.shape()));
+  double lower = args.at(2).as_float(), upper = args.at(3).as_float();
+  Value xc = cast(b, x, c), zero = b.zeros(c, x.shape());
+  if (!args.at(4).as_bool()) {
+    check_dtype(hlo::is_float(t), "leaky_relu_cpu", t);
+    Value out = b.select(b.compare(xc, zero, Compare::GT), xc, b.mul(xc, splat(b, (lower + upper) / 2, xc)));
+    return {cast(b, out, t), noise};
+  }
+  check_dtype(hlo::is_float(t), "rrelu_with_noise_out_cpu", t);
+  TPU_CHECK(noise.dtype() == t, ErrorKind::Runtime, "expected scalar type ", scalar_type_name(t),
+            " but found ", scalar_type_name(noise.dtype()));
+  TPU_CHECK(lower <= upper, ErrorKind::Runtime, "Expected from <= to to be true, but got false.");
+  Bits bits(ctx, args.at(5));
+  Value u = bits.uniform(acc_type(t), acc_type(t) == E::F64 ? 53 : 24, x.shape());
+  Value slope = cast(b, b.add(b.mul(u, splat(b, upper - lower, u)), splat(b, lower, u)), c);
+  Value scaled = b.compare(xc, zero, Compare::LE);
+  return {cast(b, b.select(scaled, b.mul(xc, slope), xc), t),
+          cast(b, b.select(scaled, slope, b.full(1, c, x.shape())), t)};
+}
+
 // ---- distributions by inverse transform of a uniform draw
 
 // A float tensor argument's type and a uniform draw for it in op-math
@@ -491,6 +522,8 @@ TPU_LOWERING("aten::random", lower_random);
 TPU_LOWERING("aten::random.from", lower_random_from);
 TPU_LOWERING("aten::random.to", lower_random_to);
 TPU_LOWERING("aten::randperm.generator", lower_randperm);
+TPU_LOWERING("aten::rrelu_with_noise", lower_rrelu_with_noise, kStaticNumbers);
+TPU_LOWERING("aten::rrelu_with_noise_functional", lower_rrelu_with_noise, kStaticNumbers);
 TPU_LOWERING("aten::uniform", lower_uniform);
 
 }  // namespace torch_tpu::lowering

@@ -33,14 +33,26 @@ const hlo::Value& Arg::as_tensor() const {
   TPU_CHECK(kind == Kind::Tensor, ErrorKind::Type, "argument ", index, " must be a tensor");
   return tensor;
 }
+namespace {
+void check_not_fed(const Arg& a) {
+  TPU_CHECK(!a.fed, ErrorKind::Runtime, "a lowering read the value of Scalar argument ", a.index,
+            ", which is fed as a parameter (each call's value reaches the program, not the lowering): "
+            "use ctx.number, or register the lowering with kStaticNumbers");
+}
+}  // namespace
+
 int64_t Arg::as_int() const {
+  if (kind == Kind::Number) check_not_fed(*this);
   if (kind == Kind::Number && number.kind == Number::Kind::Int) return number.i;
   TPU_CHECK(kind == Kind::Int, ErrorKind::Type, "argument ", index, " must be an int");
   return i;
 }
 double Arg::as_float() const {
   if (kind == Kind::Int) return double(i);
-  if (kind == Kind::Number) return number.as_double();
+  if (kind == Kind::Number) {
+    check_not_fed(*this);
+    return number.as_double();
+  }
   TPU_CHECK(kind == Kind::Float, ErrorKind::Type, "argument ", index, " must be a float");
   return f;
 }

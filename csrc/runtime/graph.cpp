@@ -86,6 +86,7 @@ std::vector<Value> build_node(hlo::Builder& b, const Node& node, int index, cons
   lowering::Args args = node.args;
   for (size_t i = 0; i < args.size(); ++i) {
     Arg& a = args[i];
+    a.fed = (a.kind == Arg::Kind::Number || a.kind == Arg::Kind::NumberList) && !node.lowering->static_numbers;
     const auto& ins = node.inputs[i];
     if (a.kind == Arg::Kind::Tensor) {
       a.tensor = read_view(b, base_value(ins[0]->base), ins[0]->view);
