@@ -277,7 +277,7 @@ def test_the_float64_reference_runs_models_that_cast_to_float32():
         def forward(self, x):
             return (x.float() * self.w + torch.ones(2, dtype=torch.float32)).to(torch.float32)
 
-    outputs, grads = worker._float64_reference(Casts(), {"x": torch.tensor([1.0, 3.0])})
+    outputs, grads = worker._float64_reference(Casts(), {"x": torch.tensor([1.0, 3.0])}, torch.get_rng_state())
     (out,) = outputs.values()
     assert out.dtype == torch.float64 and grads["w"].dtype == torch.float64
     assert out[1].item() == pytest.approx(1.0 + 3e-8, rel=1e-12)  # float32 would round it to 1
@@ -296,3 +296,37 @@ def test_the_float64_judge_takes_rounding_at_the_tensors_scale():
     assert not compare.no_worse_than_cpu(rounding, cpu, ref)  # one float32 step is the floor without rtol
     assert compare.no_worse_than_cpu(rounding, cpu, ref, rtol=rtol)
     assert not compare.no_worse_than_cpu(wrong, cpu, ref, rtol=rtol)
+
+
+class _Draws(torch.nn.Module):
+    """Draws random numbers in forward on its input's device, as ViTMAE's
+    patch mask and VITS's noise do, in each way a model may."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.linspace(-1.0, 1.0, 16))
+
+    def forward(self, x):
+        mask = torch.rand(x.shape, device=x.device, dtype=x.dtype)
+        noise = torch.randn_like(x) + torch.empty_like(x).normal_(0.0, 2.0) + torch.zeros_like(x).uniform_(-1, 1)
+        order = torch.randint(0, 16, (16,), device=x.device)
+        return ((x * self.w + noise) * mask)[..., order].cumsum(-1)
+
+
+def test_random_draws_in_forward_are_the_cpu_runs_in_every_run():
+    torch.manual_seed(0)
+    model, inputs = _Draws(), {"x": torch.randn(4, 16)}
+    pristine = worker.copy.deepcopy(model)
+    rng = torch.get_rng_state()
+    cpu_out, cpu_grads = worker._forward_backward(model, inputs)
+    row = worker._tpu_run(pristine, inputs, "strict", cpu_out, cpu_grads, set(), lambda: None, rng)
+    assert row["status"] == "match" and row["out_max_abs"] < 1e-5 and row["grad_max_abs"] < 1e-5, row
+    # Without the CPU's draws the tpu run computes on other numbers.
+    tpu = worker.copy.deepcopy(pristine).to("tpu")
+    other, _ = worker._forward_backward(tpu, worker._to(inputs, "tpu"))
+    assert not torch.allclose(next(iter(other.values())), next(iter(cpu_out.values())), atol=1e-2)
+    # The float64 reference draws the float32 run's numbers, and the fixed
+    # loss projection stays the one every run uses.
+    ref_out, ref_grads = worker._float64_reference(model, inputs, rng)
+    torch.testing.assert_close(next(iter(ref_out.values())).float(), next(iter(cpu_out.values())), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ref_grads["w"].float(), cpu_grads["w"], rtol=1e-5, atol=1e-5)

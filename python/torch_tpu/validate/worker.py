@@ -23,8 +23,10 @@ def _projection(t):
     # Fixed random weights, the same on every device and in every run. A
     # plain sum of an output that ends in a LayerNorm has gradients that are
     # zero but for rounding, and comparing rounding noise says nothing.
-    g = torch.Generator().manual_seed(1234)
-    return torch.randn(t.shape, generator=g, dtype=torch.float64).to(t.device, t.dtype)
+    # Drawn past the modes below, which remake a model's own draws.
+    with torch._C.DisableTorchFunction():
+        g = torch.Generator().manual_seed(1234)
+        return torch.randn(t.shape, generator=g, dtype=torch.float64).to(t.device, t.dtype)
 
 
 def _forward_backward(model, inputs, runner=None):
@@ -58,23 +60,76 @@ def _to(inputs, device):
     return _map_tensors(inputs, lambda t: t.to(device))
 
 
+# Random draws a model may make in `forward` (ViTMAE's patch mask, VITS's
+# noise). Each run (the CPU's float32 one, its float64 reference, tpu's)
+# starts from the same CPU generator state and makes its draws as the
+# float32 CPU run does, so all of them see the same numbers: the tpu
+# generator is another stream, and runs on different numbers compare nothing.
+_FACTORIES = (torch.rand, torch.randn, torch.randint, torch.randperm, torch.normal)
+_LIKE = (torch.rand_like, torch.randn_like, torch.randint_like)
+_IN_PLACE = (torch.Tensor.uniform_, torch.Tensor.normal_, torch.Tensor.bernoulli_, torch.Tensor.random_,
+             torch.Tensor.exponential_, torch.Tensor.cauchy_, torch.Tensor.log_normal_, torch.Tensor.geometric_)
+
+
+def _draw_as_the_cpu_run(func, args, kwargs, float64=False):
+    """func's draw made on the CPU (in float32 where float64 was asked, with
+    `float64`), then put where and in the type it was asked for."""
+    if func in _FACTORIES:
+        k = dict(kwargs, device="cpu")
+        if float64 and k.get("dtype") == torch.float64:
+            k["dtype"] = torch.float32
+        out = func(*args, **k)
+        wide = float64 and out.is_floating_point()
+        return out.to(kwargs.get("device") or "cpu", torch.float64 if wide else out.dtype)
+    target = args[0]
+    dtype = torch.float32 if float64 and target.dtype == torch.float64 else target.dtype
+    drawn = func(torch.empty_like(target, device="cpu", dtype=dtype), *args[1:], **kwargs)
+    if func in _LIKE:
+        return drawn.to(target.device, target.dtype)
+    with torch.no_grad():
+        target.copy_(drawn)
+    return target
+
+
+def _draws_on_tpu(func, args, kwargs):
+    if func in _FACTORIES:
+        device = kwargs.get("device")
+        return device is not None and torch.device(device).type == "tpu"
+    return (func in _LIKE or func in _IN_PLACE) and isinstance(args[0], torch.Tensor) and args[0].device.type == "tpu"
+
+
+class _DrawOnCpu(TorchFunctionMode):
+    """The tpu run's random draws come from the CPU generator."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if _draws_on_tpu(func, args, kwargs):
+            return _draw_as_the_cpu_run(func, args, kwargs)
+        return func(*args, **kwargs)
+
+
 class _Float64Everywhere(TorchFunctionMode):
     """Makes what a model casts to float32 (`.float()`, dtype=torch.float32:
     FastSpeech2's masks and durations) float64 instead, so that a model that
-    casts runs in float64 all the same."""
+    casts runs in float64 all the same; its random draws are the float32
+    run's."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in _FACTORIES or func in _LIKE or func in _IN_PLACE:
+            return _draw_as_the_cpu_run(func, args, kwargs or {}, float64=True)
         if func is torch.Tensor.float:
             func = torch.Tensor.double
         args, kwargs = tree_map(lambda a: torch.float64 if a is torch.float32 else a, (args, kwargs or {}))
         return func(*args, **kwargs)
 
 
-def _float64_reference(model, inputs):
+def _float64_reference(model, inputs, rng):
     """Outputs and gradients of the model in float64 on the CPU (converted in
-    place: its float32 run is done); None when it does not run in float64."""
+    place: its float32 run is done), drawing what the float32 run drew (from
+    generator state `rng`); None when it does not run in float64."""
     try:
         model.zero_grad(set_to_none=True)
+        torch.set_rng_state(rng)
         with _Float64Everywhere():
             return _forward_backward(model.double(), _map_tensors(
                 inputs, lambda t: t.double() if t.is_floating_point() else t))
@@ -87,7 +142,7 @@ def _error(e):
     return text[:2000]
 
 
-def _tpu_run(pristine, inputs, mode, cpu_out, cpu_grads, ops, float64):
+def _tpu_run(pristine, inputs, mode, cpu_out, cpu_grads, ops, float64, rng):
     result = {}
     tol = compare.tolerance(torch.float32, ops)
     start = time.perf_counter()
@@ -99,7 +154,9 @@ def _tpu_run(pristine, inputs, mode, cpu_out, cpu_grads, ops, float64):
         else:
             torch_tpu.set_eager_mode(mode)
             runner = None
-        tpu_out, tpu_grads = _forward_backward(tpu_model, _to(inputs, "tpu"), runner)
+        torch.set_rng_state(rng)
+        with _DrawOnCpu():
+            tpu_out, tpu_grads = _forward_backward(tpu_model, _to(inputs, "tpu"), runner)
         torch.tpu.synchronize()
     except Exception as e:
         message = _error(e)
@@ -139,6 +196,7 @@ def run_modes(spec, modes, emit):
         model = model.float().eval()
         pristine = copy.deepcopy(model)
         recorder = compare.OpRecorder()
+        rng = torch.get_rng_state()  # each run's random draws start here
         with recorder:
             cpu_out, cpu_grads = _forward_backward(model, inputs)
     except Exception as e:
@@ -151,11 +209,11 @@ def run_modes(spec, modes, emit):
 
     def float64():
         if not reference:  # once: it converts the CPU model in place
-            reference.append(_float64_reference(model, inputs))
+            reference.append(_float64_reference(model, inputs, rng))
         return reference[0]
 
     for mode in modes:
-        result = _tpu_run(pristine, inputs, mode, cpu_out, cpu_grads, recorder.ops, float64)
+        result = _tpu_run(pristine, inputs, mode, cpu_out, cpu_grads, recorder.ops, float64, rng)
         emit(dict(base, mode=mode, cpu_seconds=cpu_seconds, **result))
 
 
