@@ -612,6 +612,8 @@ Values lower_gcd(Context& ctx, const Args& args) {
 
 }  // namespace
 
+Value log_gamma(Builder& b, Value x) { return lgamma_impl(b, x); }
+
 TPU_LOWERING("aten::digamma", real_unary<digamma_impl>);
 TPU_LOWERING("aten::fmax", lower_fminmax<true>);
 TPU_LOWERING("aten::fmin", lower_fminmax<false>);
