@@ -11,22 +11,15 @@ import sys
 
 import pytest
 import torch
-import torch_tpu
+import torch_tpu  # noqa: F401
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "opinfo"))
 
 import harness  # noqa: E402
 
 NAN, INF = float("nan"), float("inf")
-EAGER_MODES = ("strict", "debug", "defer_and_fuse")
 FNS = {"igamma": torch.igamma, "igammac": torch.igammac,
        "gammainc": torch.special.gammainc, "gammaincc": torch.special.gammaincc}
-
-
-@pytest.fixture(params=EAGER_MODES, autouse=True)
-def eager(request):
-    with torch_tpu.eager_mode(request.param):
-        yield request.param
 
 
 def same(got, want, **tol):

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import torch
-import torch_tpu
+import torch_tpu  # noqa: F401
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "opinfo"))
 
@@ -20,7 +20,6 @@ import harness  # noqa: E402
 
 NAN, INF = float("nan"), float("inf")
 S = torch.special
-EAGER_MODES = ("strict", "debug", "defer_and_fuse")
 
 POLYS = {
     "chebyshev_polynomial_t": S.chebyshev_polynomial_t,
@@ -36,12 +35,6 @@ POLYS = {
     "shifted_chebyshev_polynomial_v": S.shifted_chebyshev_polynomial_v,
     "shifted_chebyshev_polynomial_w": S.shifted_chebyshev_polynomial_w,
 }
-
-
-@pytest.fixture(params=EAGER_MODES, autouse=True)
-def eager(request):
-    with torch_tpu.eager_mode(request.param):
-        yield request.param
 
 
 def same(got, want):
