@@ -71,8 +71,10 @@ MODE_PARAMETRIZED_MODULES = {
 
 def pytest_generate_tests(metafunc):
     module = metafunc.module.__name__.rsplit(".", 1)[-1]
-    if module in MODE_PARAMETRIZED_MODULES and "eager" not in metafunc.fixturenames:
-        metafunc.fixturenames.append("eager")
+    if module in MODE_PARAMETRIZED_MODULES:
+        # A test may name `eager` to read the mode it runs under.
+        if "eager" not in metafunc.fixturenames:
+            metafunc.fixturenames.append("eager")
         metafunc.parametrize("eager", EAGER_MODES, indirect=True)
 
 
