@@ -100,7 +100,6 @@ MKLDNN = "mkldnn layout (CPU only)"
 NESTED = "nested tensor layout"
 QUANTIZED = "quantized tensors (tpu tensors are never quantized)"
 SAMPLER = "rejection sampling (gamma, Poisson, binomial): not yet lowered (needs a while loop per element)"
-SERIES = "no XLA primitive: needs a series or recurrence evaluation (not yet written)"
 SPARSE = "sparse layout (tpu tensors are dense)"
 TEST_OP = "PyTorch's own test operator"
 REASONS = {
@@ -150,8 +149,6 @@ REASONS = {
     "fake_quantize_*": FAKE_QUANT,
     "from_file": "reads a host file: the CPU fallback is the natural implementation",
     "geqrf": FACTOR,
-    "igamma": SERIES,
-    "igammac": SERIES,
     "linalg_eig": FACTOR,
     "linalg_eigvals": FACTOR,
     "linalg_householder_product": "not yet lowered (a loop of Householder reflections)",
@@ -171,16 +168,6 @@ REASONS = {
     "rrelu_with_noise": "out= form of an op that also writes `noise`: not routed (F.rrelu and nn.RReLU call "
                         "the functional form, which is lowered)",
     "slow_conv*": CPU_ONLY,
-    "special_airy_ai": SERIES,
-    "special_bessel_*": SERIES,
-    "special_chebyshev_polynomial_*": SERIES,
-    "special_hermite_polynomial_*": SERIES,
-    "special_laguerre_polynomial_l": SERIES,
-    "special_legendre_polynomial_p": SERIES,
-    "special_modified_bessel_*": SERIES,
-    "special_scaled_modified_bessel_*": SERIES,
-    "special_shifted_chebyshev_polynomial_*": SERIES,
-    "special_zeta": SERIES,
     "sspaddmm": SPARSE,
     "to_mkldnn": MKLDNN,
 }

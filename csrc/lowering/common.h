@@ -98,8 +98,6 @@ std::vector<Value> float_unary(Context& ctx, const Args& args) {
 // half types compute in f32).
 Value erf(hlo::Builder& b, Value x);
 Value erfc(hlo::Builder& b, Value x);
-// ln|Gamma(x)| of a float value (f32 or f64; defined in special.cpp).
-Value log_gamma(hlo::Builder& b, Value x);
 
 }  // namespace torch_tpu::lowering
 

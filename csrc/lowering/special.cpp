@@ -9,6 +9,7 @@
 
 #include "lowering/common.h"
 #include "lowering/registry.h"
+#include "lowering/series.h"
 
 namespace torch_tpu::lowering {
 
@@ -21,30 +22,7 @@ using Values = std::vector<Value>;
 
 const double kPi = 3.14159265358979323846;
 
-Value lt(Builder& b, Value x, double v) { return b.compare(x, splat(b, v, x), Compare::LT); }
-Value le(Builder& b, Value x, double v) { return b.compare(x, splat(b, v, x), Compare::LE); }
-Value gt(Builder& b, Value x, double v) { return b.compare(x, splat(b, v, x), Compare::GT); }
-Value eq(Builder& b, Value x, double v) { return b.compare(x, splat(b, v, x), Compare::EQ); }
-Value recip(Builder& b, Value x) { return b.div(splat(b, 1, x), x); }
 Value trunc_(Builder& b, Value x) { return b.select(lt(b, x, 0), b.ceil(x), b.floor(x)); }
-
-// Cephes polevl: c[0] x^n + ... + c[n] (n + 1 coefficients).
-Value polevl(Builder& b, Value x, const double* c, int n) {
-  Value p = splat(b, c[0], x);
-  for (int i = 1; i <= n; ++i) p = b.add(b.mul(p, x), splat(b, c[i], x));
-  return p;
-}
-
-// Cephes chbevl (Clenshaw recurrence of a Chebyshev series).
-Value chbevl(Builder& b, Value x, const double* c, int n) {
-  Value b0 = splat(b, c[0], x), b1 = splat(b, 0, x), b2 = b1;
-  for (int i = 1; i < n; ++i) {
-    b2 = b1;
-    b1 = b0;
-    b0 = b.add(b.sub(b.mul(x, b1), b2), splat(b, c[i], x));
-  }
-  return b.mul(splat(b, 0.5, x), b.sub(b0, b2));
-}
 
 // ---- gamma family
 
@@ -103,10 +81,6 @@ Value pow_neg_int(Builder& b, Value x, int64_t n) {
 // Hurwitz zeta(s, q) for a static integer s >= 2 (Cephes, as PyTorch).
 Value zeta_int(Builder& b, int64_t s_int, Value q) {
   const double MACHEP = 1.11022302462515654042E-16;
-  static const double A[] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0,
-                             -1.8924375803183791606e9, 7.47242496e10, -2.950130727918164224e12,
-                             1.1646782814350067249e14, -4.5979787224074726105e15,
-                             1.8152105401943546773e17, -7.1661652561756670113e18};
   double x = double(s_int);
   Value s = pow_neg_int(b, q, s_int);
   Value a = q, bb = splat(b, 0, q);
@@ -136,7 +110,7 @@ Value zeta_int(Builder& b, int64_t s_int, Value q) {
   for (int i = 0; i < 12; ++i) {
     aa = b.mul(aa, splat(b, x + k, q));
     bb = b.div(bb, w);
-    Value t = b.div(b.mul(aa, bb), splat(b, A[i], q));
+    Value t = b.div(b.mul(aa, bb), splat(b, kZetaEulerMaclaurin[i], q));
     Value ns = b.add(st, t);
     st = b.select(stop, st, ns);
     stop = b.or_(stop, lt(b, b.abs(b.div(t, st)), MACHEP));
@@ -377,14 +351,6 @@ Values real_unary(Context& ctx, const Args& args) {
   return float_unary<F>(ctx, args);
 }
 
-// Like real_unary, for kernels PyTorch only has for float and double.
-template <Value (*F)(Builder&, Value), const char* Kernel>
-Values float_double_unary(Context& ctx, const Args& args) {
-  Value x = args.at(0).as_tensor();
-  E t = to_float(ctx, x.dtype());
-  check_dtype(t == E::F32 || t == E::F64, Kernel, t);
-  return {F(ctx.b, cast(ctx.b, x, t))};
-}
 constexpr char kErfcx[] = "erfcx_cpu";
 constexpr char kLogNdtr[] = "log_ndtr_cpu";
 constexpr char kModifiedBesselI0[] = "modified_bessel_i0_cpu";
@@ -563,20 +529,6 @@ Values lower_frexp(Context& ctx, const Args& args) {
   return {cast(b, m, t), cast(b, e, E::I32)};
 }
 
-Values while_loop(Builder& b, const Values& init, const hlo::RegionFn& cond,
-                  const hlo::RegionFn& body) {
-  std::vector<hlo::TensorType> types;
-  for (const Value& v : init) types.push_back(v.type);
-  return b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}});
-}
-
-Value any_nonzero(Builder& r, Value v) {
-  Value nz = r.compare(v, r.full(0, v.dtype(), v.shape()), Compare::NE);
-  std::vector<int64_t> dims;
-  for (int64_t d = 0; d < nz.rank(); ++d) dims.push_back(d);
-  return dims.empty() ? nz : r.reduce_or(nz, dims);
-}
-
 // Euclid's algorithm as a while loop, all elements in step (PyTorch's
 // calc_gcd: while (a != 0) { c = a; a = b % a; b = c; } return b).
 Value gcd_of(Builder& b, Value x, Value y) {
@@ -612,6 +564,8 @@ Values lower_gcd(Context& ctx, const Args& args) {
 
 }  // namespace
 
+Value bessel_i0e(Builder& b, Value x) { return i0e_impl(b, x); }
+Value bessel_i1e(Builder& b, Value x) { return i1e_impl(b, x); }
 Value log_gamma(Builder& b, Value x) { return lgamma_impl(b, x); }
 
 TPU_LOWERING("aten::digamma", real_unary<digamma_impl>);

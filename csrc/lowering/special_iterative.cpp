@@ -22,8 +22,8 @@
 #include <cmath>
 #include <functional>
 
-#include "lowering/common.h"
 #include "lowering/registry.h"
+#include "lowering/series.h"
 
 namespace torch_tpu::lowering {
 
@@ -34,22 +34,12 @@ using hlo::Compare;
 using E = ElementType;
 using Values = std::vector<Value>;
 
-Value cmp(Builder& b, Value x, double v, Compare c) { return b.compare(x, splat(b, v, x), c); }
-Value lt(Builder& b, Value x, double v) { return cmp(b, x, v, Compare::LT); }
-Value gt(Builder& b, Value x, double v) { return cmp(b, x, v, Compare::GT); }
-Value eq(Builder& b, Value x, double v) { return cmp(b, x, v, Compare::EQ); }
-Value ne(Builder& b, Value x, double v) { return cmp(b, x, v, Compare::NE); }
 Value is_inf(Builder& b, Value x) { return eq(b, b.abs(x), INFINITY); }
 // A rank-0 value (a loop counter) spread over the shape and type of `like`.
 Value spread(Builder& b, Value v, const Value& like) {
   return b.broadcast_in_dim(cast(b, v, like.dtype()), like.shape(), {});
 }
 
-Value any_true(Builder& b, Value mask) {
-  std::vector<int64_t> dims;
-  for (int64_t d = 0; d < mask.rank(); ++d) dims.push_back(d);
-  return dims.empty() ? mask : b.reduce_or(mask, dims);
-}
 
 // ---- the loop
 
@@ -62,11 +52,9 @@ using StepFn = std::function<Values(Builder&, Value k, const Values& state)>;
 Values iterate(Builder& b, const Values& state, const LiveFn& live, const StepFn& step) {
   Values init{b.constant_int(0, E::I64)};
   init.insert(init.end(), state.begin(), state.end());
-  std::vector<hlo::TensorType> types;
-  for (const Value& v : init) types.push_back(v.type);
   auto rest = [](const Values& s) { return Values(s.begin() + 1, s.end()); };
   hlo::RegionFn cond = [&](Builder& r, const Values& s) {
-    return Values{any_true(r, live(r, s[0], rest(s)))};
+    return Values{any_nonzero(r, live(r, s[0], rest(s)))};
   };
   hlo::RegionFn body = [&](Builder& r, const Values& s) {
     Values cur = rest(s);
@@ -76,8 +64,7 @@ Values iterate(Builder& b, const Values& state, const LiveFn& live, const StepFn
     for (size_t i = 0; i < cur.size(); ++i) out.push_back(r.select(m, next[i], cur[i]));
     return out;
   };
-  Values out = b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}});
-  return rest(out);
+  return rest(while_loop(b, init, cond, body));
 }
 
 // k < limit, per element (limit an i64 tensor).
