@@ -73,6 +73,18 @@ std::vector<Value> float_double_unary(Context& ctx, const Args& args) {
   return {F(ctx.b, cast(ctx.b, x, t))};
 }
 
+// The same for functions of two values (zeta(x, q), the polynomials' (x, n)):
+// the operands promote together and broadcast to one shape; a Scalar operand
+// is fed as a parameter.
+template <Value (*F)(hlo::Builder&, Value, Value), const char* Kernel>
+std::vector<Value> float_double_binary(Context& ctx, const Args& args) {
+  ElementType t = to_float(ctx, result_type(ctx, {&args.at(0), &args.at(1)}));
+  check_dtype(t == ElementType::F32 || t == ElementType::F64, Kernel, t);
+  Value x = operand(ctx, args.at(0), t), y = operand(ctx, args.at(1), t);
+  Shape shape = broadcast_shapes(x.shape(), y.shape());
+  return {F(ctx.b, broadcast_to(ctx.b, x, shape), broadcast_to(ctx.b, y, shape))};
+}
+
 // exp(-|x|) I0(x) and exp(-|x|) I1(x) of a float value, by PyTorch's
 // Chebyshev expansions, and ln|Gamma(x)| of an f32 or f64 value (all three
 // defined in special.cpp).

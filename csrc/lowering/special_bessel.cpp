@@ -428,14 +428,6 @@ Value zeta_impl(Builder& b, Value x, Value q) {
   return b.select(eq(b, x, 1), splat(b, INFINITY, x), r);
 }
 
-Values lower_zeta(Context& ctx, const Args& args) {
-  E t = to_float(ctx, result_type(ctx, {&args.at(0), &args.at(1)}));
-  check_dtype(t == E::F32 || t == E::F64, "zeta_cpu", t);
-  Value x = operand(ctx, args.at(0), t), q = operand(ctx, args.at(1), t);
-  Shape shape = broadcast_shapes(x.shape(), q.shape());
-  return {zeta_impl(ctx.b, broadcast_to(ctx.b, x, shape), broadcast_to(ctx.b, q, shape))};
-}
-
 constexpr char kAiryAi[] = "airy_ai_cpu";
 constexpr char kBesselJ0[] = "bessel_j0_cpu";
 constexpr char kBesselJ1[] = "bessel_j1_cpu";
@@ -445,6 +437,7 @@ constexpr char kModifiedBesselK0[] = "modified_bessel_k0_cpu";
 constexpr char kModifiedBesselK1[] = "modified_bessel_k1_cpu";
 constexpr char kScaledModifiedBesselK0[] = "scaled_modified_bessel_k0_cpu";
 constexpr char kScaledModifiedBesselK1[] = "scaled_modified_bessel_k1_cpu";
+constexpr char kZeta[] = "zeta_cpu";
 
 }  // namespace
 
@@ -459,8 +452,8 @@ TPU_LOWERING("aten::special_scaled_modified_bessel_k0",
              float_double_unary<k0_impl<true>, kScaledModifiedBesselK0>);
 TPU_LOWERING("aten::special_scaled_modified_bessel_k1",
              float_double_unary<k1_impl<true>, kScaledModifiedBesselK1>);
-TPU_LOWERING("aten::special_zeta", lower_zeta);
-TPU_LOWERING("aten::special_zeta.other_scalar", lower_zeta);
-TPU_LOWERING("aten::special_zeta.self_scalar", lower_zeta);
+TPU_LOWERING("aten::special_zeta", float_double_binary<zeta_impl, kZeta>);
+TPU_LOWERING("aten::special_zeta.other_scalar", float_double_binary<zeta_impl, kZeta>);
+TPU_LOWERING("aten::special_zeta.self_scalar", float_double_binary<zeta_impl, kZeta>);
 
 }  // namespace torch_tpu::lowering

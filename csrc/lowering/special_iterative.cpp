@@ -267,15 +267,6 @@ Value legendre_impl(Builder& b, Value x, Value n_in) {
 
 // (x, n) with its three overloads (Tensor/Tensor, x a number, n a number):
 // promoted as a float binary op; PyTorch's kernels exist for float and double.
-template <Value (*F)(Builder&, Value, Value), const char* Kernel>
-Values lower_polynomial(Context& ctx, const Args& args) {
-  E t = to_float(ctx, result_type(ctx, {&args.at(0), &args.at(1)}));
-  check_dtype(t == E::F32 || t == E::F64, Kernel, t);
-  Value x = operand(ctx, args.at(0), t), n = operand(ctx, args.at(1), t);
-  Shape shape = broadcast_shapes(x.shape(), n.shape());
-  return {F(ctx.b, broadcast_to(ctx.b, x, shape), broadcast_to(ctx.b, n, shape))};
-}
-
 constexpr char kChebyshevT[] = "chebyshev_polynomial_t_cpu";
 constexpr char kChebyshevU[] = "chebyshev_polynomial_u_cpu";
 constexpr char kChebyshevV[] = "chebyshev_polynomial_v_cpu";
@@ -745,41 +736,41 @@ Values lower_igamma(Context& ctx, const Args& args) {
 
 TPU_LOWERING("aten::igamma", lower_igamma<false>);
 TPU_LOWERING("aten::igammac", lower_igamma<true>);
-TPU_LOWERING("aten::special_chebyshev_polynomial_t", lower_polynomial<chebyshev_impl<Kind::T, false>, kChebyshevT>);
-TPU_LOWERING("aten::special_chebyshev_polynomial_t.n_scalar", lower_polynomial<chebyshev_impl<Kind::T, false>, kChebyshevT>);
-TPU_LOWERING("aten::special_chebyshev_polynomial_t.x_scalar", lower_polynomial<chebyshev_impl<Kind::T, false>, kChebyshevT>);
-TPU_LOWERING("aten::special_chebyshev_polynomial_u", lower_polynomial<chebyshev_impl<Kind::U, false>, kChebyshevU>);
-TPU_LOWERING("aten::special_chebyshev_polynomial_u.n_scalar", lower_polynomial<chebyshev_impl<Kind::U, false>, kChebyshevU>);
-TPU_LOWERING("aten::special_chebyshev_polynomial_u.x_scalar", lower_polynomial<chebyshev_impl<Kind::U, false>, kChebyshevU>);
-TPU_LOWERING("aten::special_chebyshev_polynomial_v", lower_polynomial<chebyshev_impl<Kind::V, false>, kChebyshevV>);
-TPU_LOWERING("aten::special_chebyshev_polynomial_v.n_scalar", lower_polynomial<chebyshev_impl<Kind::V, false>, kChebyshevV>);
-TPU_LOWERING("aten::special_chebyshev_polynomial_v.x_scalar", lower_polynomial<chebyshev_impl<Kind::V, false>, kChebyshevV>);
-TPU_LOWERING("aten::special_chebyshev_polynomial_w", lower_polynomial<chebyshev_impl<Kind::W, false>, kChebyshevW>);
-TPU_LOWERING("aten::special_chebyshev_polynomial_w.n_scalar", lower_polynomial<chebyshev_impl<Kind::W, false>, kChebyshevW>);
-TPU_LOWERING("aten::special_chebyshev_polynomial_w.x_scalar", lower_polynomial<chebyshev_impl<Kind::W, false>, kChebyshevW>);
-TPU_LOWERING("aten::special_hermite_polynomial_h", lower_polynomial<hermite_impl<true>, kHermiteH>);
-TPU_LOWERING("aten::special_hermite_polynomial_h.n_scalar", lower_polynomial<hermite_impl<true>, kHermiteH>);
-TPU_LOWERING("aten::special_hermite_polynomial_h.x_scalar", lower_polynomial<hermite_impl<true>, kHermiteH>);
-TPU_LOWERING("aten::special_hermite_polynomial_he", lower_polynomial<hermite_impl<false>, kHermiteHe>);
-TPU_LOWERING("aten::special_hermite_polynomial_he.n_scalar", lower_polynomial<hermite_impl<false>, kHermiteHe>);
-TPU_LOWERING("aten::special_hermite_polynomial_he.x_scalar", lower_polynomial<hermite_impl<false>, kHermiteHe>);
-TPU_LOWERING("aten::special_laguerre_polynomial_l", lower_polynomial<laguerre_impl, kLaguerreL>);
-TPU_LOWERING("aten::special_laguerre_polynomial_l.n_scalar", lower_polynomial<laguerre_impl, kLaguerreL>);
-TPU_LOWERING("aten::special_laguerre_polynomial_l.x_scalar", lower_polynomial<laguerre_impl, kLaguerreL>);
-TPU_LOWERING("aten::special_legendre_polynomial_p", lower_polynomial<legendre_impl, kLegendreP>);
-TPU_LOWERING("aten::special_legendre_polynomial_p.n_scalar", lower_polynomial<legendre_impl, kLegendreP>);
-TPU_LOWERING("aten::special_legendre_polynomial_p.x_scalar", lower_polynomial<legendre_impl, kLegendreP>);
-TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_t", lower_polynomial<chebyshev_impl<Kind::T, true>, kShiftedT>);
-TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_t.n_scalar", lower_polynomial<chebyshev_impl<Kind::T, true>, kShiftedT>);
-TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_t.x_scalar", lower_polynomial<chebyshev_impl<Kind::T, true>, kShiftedT>);
-TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_u", lower_polynomial<chebyshev_impl<Kind::U, true>, kShiftedU>);
-TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_u.n_scalar", lower_polynomial<chebyshev_impl<Kind::U, true>, kShiftedU>);
-TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_u.x_scalar", lower_polynomial<chebyshev_impl<Kind::U, true>, kShiftedU>);
-TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_v", lower_polynomial<chebyshev_impl<Kind::V, true>, kShiftedV>);
-TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_v.n_scalar", lower_polynomial<chebyshev_impl<Kind::V, true>, kShiftedV>);
-TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_v.x_scalar", lower_polynomial<chebyshev_impl<Kind::V, true>, kShiftedV>);
-TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_w", lower_polynomial<chebyshev_impl<Kind::W, true>, kShiftedW>);
-TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_w.n_scalar", lower_polynomial<chebyshev_impl<Kind::W, true>, kShiftedW>);
-TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_w.x_scalar", lower_polynomial<chebyshev_impl<Kind::W, true>, kShiftedW>);
+TPU_LOWERING("aten::special_chebyshev_polynomial_t", float_double_binary<chebyshev_impl<Kind::T, false>, kChebyshevT>);
+TPU_LOWERING("aten::special_chebyshev_polynomial_t.n_scalar", float_double_binary<chebyshev_impl<Kind::T, false>, kChebyshevT>);
+TPU_LOWERING("aten::special_chebyshev_polynomial_t.x_scalar", float_double_binary<chebyshev_impl<Kind::T, false>, kChebyshevT>);
+TPU_LOWERING("aten::special_chebyshev_polynomial_u", float_double_binary<chebyshev_impl<Kind::U, false>, kChebyshevU>);
+TPU_LOWERING("aten::special_chebyshev_polynomial_u.n_scalar", float_double_binary<chebyshev_impl<Kind::U, false>, kChebyshevU>);
+TPU_LOWERING("aten::special_chebyshev_polynomial_u.x_scalar", float_double_binary<chebyshev_impl<Kind::U, false>, kChebyshevU>);
+TPU_LOWERING("aten::special_chebyshev_polynomial_v", float_double_binary<chebyshev_impl<Kind::V, false>, kChebyshevV>);
+TPU_LOWERING("aten::special_chebyshev_polynomial_v.n_scalar", float_double_binary<chebyshev_impl<Kind::V, false>, kChebyshevV>);
+TPU_LOWERING("aten::special_chebyshev_polynomial_v.x_scalar", float_double_binary<chebyshev_impl<Kind::V, false>, kChebyshevV>);
+TPU_LOWERING("aten::special_chebyshev_polynomial_w", float_double_binary<chebyshev_impl<Kind::W, false>, kChebyshevW>);
+TPU_LOWERING("aten::special_chebyshev_polynomial_w.n_scalar", float_double_binary<chebyshev_impl<Kind::W, false>, kChebyshevW>);
+TPU_LOWERING("aten::special_chebyshev_polynomial_w.x_scalar", float_double_binary<chebyshev_impl<Kind::W, false>, kChebyshevW>);
+TPU_LOWERING("aten::special_hermite_polynomial_h", float_double_binary<hermite_impl<true>, kHermiteH>);
+TPU_LOWERING("aten::special_hermite_polynomial_h.n_scalar", float_double_binary<hermite_impl<true>, kHermiteH>);
+TPU_LOWERING("aten::special_hermite_polynomial_h.x_scalar", float_double_binary<hermite_impl<true>, kHermiteH>);
+TPU_LOWERING("aten::special_hermite_polynomial_he", float_double_binary<hermite_impl<false>, kHermiteHe>);
+TPU_LOWERING("aten::special_hermite_polynomial_he.n_scalar", float_double_binary<hermite_impl<false>, kHermiteHe>);
+TPU_LOWERING("aten::special_hermite_polynomial_he.x_scalar", float_double_binary<hermite_impl<false>, kHermiteHe>);
+TPU_LOWERING("aten::special_laguerre_polynomial_l", float_double_binary<laguerre_impl, kLaguerreL>);
+TPU_LOWERING("aten::special_laguerre_polynomial_l.n_scalar", float_double_binary<laguerre_impl, kLaguerreL>);
+TPU_LOWERING("aten::special_laguerre_polynomial_l.x_scalar", float_double_binary<laguerre_impl, kLaguerreL>);
+TPU_LOWERING("aten::special_legendre_polynomial_p", float_double_binary<legendre_impl, kLegendreP>);
+TPU_LOWERING("aten::special_legendre_polynomial_p.n_scalar", float_double_binary<legendre_impl, kLegendreP>);
+TPU_LOWERING("aten::special_legendre_polynomial_p.x_scalar", float_double_binary<legendre_impl, kLegendreP>);
+TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_t", float_double_binary<chebyshev_impl<Kind::T, true>, kShiftedT>);
+TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_t.n_scalar", float_double_binary<chebyshev_impl<Kind::T, true>, kShiftedT>);
+TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_t.x_scalar", float_double_binary<chebyshev_impl<Kind::T, true>, kShiftedT>);
+TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_u", float_double_binary<chebyshev_impl<Kind::U, true>, kShiftedU>);
+TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_u.n_scalar", float_double_binary<chebyshev_impl<Kind::U, true>, kShiftedU>);
+TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_u.x_scalar", float_double_binary<chebyshev_impl<Kind::U, true>, kShiftedU>);
+TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_v", float_double_binary<chebyshev_impl<Kind::V, true>, kShiftedV>);
+TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_v.n_scalar", float_double_binary<chebyshev_impl<Kind::V, true>, kShiftedV>);
+TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_v.x_scalar", float_double_binary<chebyshev_impl<Kind::V, true>, kShiftedV>);
+TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_w", float_double_binary<chebyshev_impl<Kind::W, true>, kShiftedW>);
+TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_w.n_scalar", float_double_binary<chebyshev_impl<Kind::W, true>, kShiftedW>);
+TPU_LOWERING("aten::special_shifted_chebyshev_polynomial_w.x_scalar", float_double_binary<chebyshev_impl<Kind::W, true>, kShiftedW>);
 
 }  // namespace torch_tpu::lowering
