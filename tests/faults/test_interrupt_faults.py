@@ -4,6 +4,7 @@ usable; a long wait is interrupted while it waits."""
 import json
 import random
 import signal
+import threading
 import time
 
 import pytest
@@ -12,6 +13,10 @@ import pytest
 @pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
 def test_sigint_at_random_moments(fault, mode, rounds=4):
     p = fault.start("interrupt_loop", mode, rounds)
+    # A child that never answers is killed, so a lost interrupt fails the
+    # test (its readline ends) instead of hanging the suite.
+    watchdog = threading.Timer(300, p.kill)
+    watchdog.start()
     try:
         assert p.stdout.readline().strip() == "ready"
         rng = random.Random(mode)
@@ -24,6 +29,7 @@ def test_sigint_at_random_moments(fault, mode, rounds=4):
             seen += 1
         out, err = p.communicate(timeout=300)
     finally:
+        watchdog.cancel()
         if p.poll() is None:
             p.kill()
     assert p.returncode == 0, err[-3000:]

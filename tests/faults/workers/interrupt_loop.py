@@ -4,11 +4,16 @@ KeyboardInterrupt is caught; then every tensor the loop produced so far
 must equal the CPU's (pending work finished, never half-written) and new
 work must run. Prints "ready" first and a JSON summary last."""
 import json
+import signal
 import sys
 
 import torch
 
 import torch_tpu
+
+# A process started with SIGINT ignored (a background job of a shell script)
+# passes that on, and Python then installs no handler: take it back.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 mode, rounds = sys.argv[1], int(sys.argv[2])
 torch_tpu.set_eager_mode(mode)

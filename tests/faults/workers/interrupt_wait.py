@@ -14,6 +14,10 @@ import torch
 
 import torch_tpu
 
+# A process started with SIGINT ignored (a background job of a shell script)
+# passes that on, and Python then installs no handler: take it back.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 torch_tpu.set_eager_mode(sys.argv[1])
 g = torch.Generator().manual_seed(0)
 a_cpu = torch.randn(1024, 1024, generator=g) / 32
