@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <utility>
 #include <string>
+#include <utility>
 
 #include "lowering/common.h"
 #include "lowering/registry.h"
@@ -208,12 +208,7 @@ Value log_gamma_draw(Context& ctx, const Arg& generator, Value alpha) {
   Value d = b.sub(a, splat(b, 1.0 / 3, a));
   Value c = b.div(one, b.sqrt(b.mul(splat(b, 9, d), d)));
   Value none = b.not_(b.compare(alpha, splat(b, 0, alpha), Compare::GT));  // <= 0 or NaN
-  hlo::RegionFn cond = [&](Builder& r, const Values& st) {
-    std::vector<int64_t> dims;
-    for (int64_t i = 0; i < int64_t(s.size()); ++i) dims.push_back(i);
-    Value waiting = r.not_(st[1]);
-    return Values{dims.empty() ? waiting : r.reduce_or(waiting, dims)};
-  };
+  hlo::RegionFn cond = [](Builder& r, const Values& st) { return Values{any_nonzero(r, r.not_(st[1]))}; };
   hlo::RegionFn body = [&](Builder& r, const Values& st) {
     Bits round(r, st[0]);
     Value x = standard_normal(round, r, t, s);
@@ -228,10 +223,7 @@ Value log_gamma_draw(Context& ctx, const Arg& generator, Value alpha) {
     Value take = r.and_(r.not_(st[1]), ok);
     return Values{round.state(), r.or_(st[1], take), r.select(take, log_v, st[2])};
   };
-  Values init{bits.state(), none, b.full(0, t, s)};
-  std::vector<hlo::TensorType> types;
-  for (const Value& v : init) types.push_back(v.type);
-  Values out = b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}});
+  Values out = while_loop(b, {bits.state(), none, b.full(0, t, s)}, cond, body);
   Value draw = b.add(b.add(b.log(d), out[2]), log_scale);
   return b.select(none, b.full(-INFINITY, t, s), draw);
 }
