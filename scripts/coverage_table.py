@@ -132,11 +132,9 @@ REASONS = {
     "_nested_from_padded": NESTED,
     "_nested_tensor_from_mask*": NESTED,
     "_nested_view_from_buffer": NESTED,
-    "_sample_dirichlet": SAMPLER,
     "_scaled_dot_product_flash_attention_for_cpu*": CPU_ONLY,
     "_slow_conv2d_*": CPU_ONLY,
     "_spdiags": SPARSE,
-    "_standard_gamma": SAMPLER,
     "_test_*": TEST_OP,
     "_to_sparse*": SPARSE,
     "_transform_bias_rescale_qkv": "the CPU/CUDA MultiheadAttention fast path's projection step: tpu's "

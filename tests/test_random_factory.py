@@ -500,3 +500,87 @@ def test_rrelu_errors_like_cpu(args):
         torch.ops.aten.rrelu_with_noise(*dev_args)
     with pytest.raises(RuntimeError, match="Lower bound should be less than or equal to the upper bound"):
         F.rrelu(torch.randn(3, device=DEV), 0.5, 0.3, training=True)
+
+
+# ---- gamma draws (torch.distributions' Gamma, Beta, Dirichlet, Chi2,
+# StudentT): Marsaglia-Tsang rejection in a device while loop. The tpu
+# generator is not the CPU's, so draws are compared as distributions: a
+# two-sample Kolmogorov-Smirnov statistic against the CPU's own draws.
+
+def _ks(a, b):
+    a, b = a.double().sort().values, b.double().sort().values
+    both = torch.cat([a, b]).sort().values
+    fa = torch.searchsorted(a, both, right=True).double() / len(a)
+    fb = torch.searchsorted(b, both, right=True).double() / len(b)
+    return (fa - fb).abs().max().item()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("alpha", [0.02, 0.4, 1.0, 3.5, 250.0])
+def test_standard_gamma_draws_the_cpus_distribution(dtype, alpha):
+    n = 50_000
+    torch.manual_seed(7)
+    a = torch.full((n,), alpha, dtype=dtype)
+    got = torch._standard_gamma(a.to(DEV))
+    assert got.dtype == dtype and got.shape == a.shape
+    # 1.95 sqrt(2 / n): the 0.1% critical value of the two-sample statistic.
+    assert _ks(got.cpu(), torch._standard_gamma(a)) < 1.95 * math.sqrt(2 / n)
+
+
+def test_standard_gamma_edges_like_cpu():
+    a = torch.tensor([0.0, 1e-30, -1.0, float("nan"), float("inf"), 1e-3])
+    got = torch._standard_gamma(a.to(DEV)).cpu()
+    tiny = torch.finfo(torch.float32).tiny
+    assert torch.equal(got[:4], torch.full((4,), tiny))  # clamped to the smallest normal, as the CPU does
+    assert got[4] == float("inf")
+    assert tiny <= got[5] < 1
+    torch.manual_seed(0)
+    a = torch.tensor([0.5, 1.0, 3.0], device=DEV)
+    first = torch._standard_gamma(a).cpu()
+    torch.manual_seed(0)
+    assert torch.equal(torch._standard_gamma(a).cpu(), first)  # the seed replays the draw
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_dirichlet_and_beta_draws(dtype):
+    n = 50_000
+    alpha = torch.tensor([0.3, 2.0, 5.0], dtype=dtype)
+    got = torch._sample_dirichlet(alpha.expand(n, 3).contiguous().to(DEV)).cpu()
+    cpu = torch._sample_dirichlet(alpha.expand(n, 3).contiguous())
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.sum(-1), torch.ones(n, dtype=dtype), rtol=0, atol=1e-5)
+    for k in range(3):
+        assert _ks(got[:, k], cpu[:, k]) < 1.95 * math.sqrt(2 / n)
+    beta = torch.distributions.Beta(torch.tensor(2.0, dtype=dtype, device=DEV), torch.tensor(5.0, dtype=dtype,
+                                                                                             device=DEV))
+    assert abs(beta.sample((n,)).cpu().mean().item() - 2 / 7) < 0.005
+
+
+def test_dirichlet_edges_like_cpu():
+    alpha = torch.tensor([[0.0, 0.0, 0.0], [1e-3, 1e-3, 1e-3], [1.0, 1.0, 1.0]])
+    got = torch._sample_dirichlet(alpha.to(DEV)).cpu()
+    torch.testing.assert_close(got[0], torch.full((3,), 1 / 3))  # all draws clamped alike: equal shares
+    tiny, below_one = torch.finfo(torch.float32).tiny, 1 - torch.finfo(torch.float32).eps / 2
+    assert ((got >= tiny) & (got <= below_one)).all()
+    # Tiny alphas put (nearly) all the mass on one component, as the CPU's double draws do.
+    assert got[1].max() > 0.99
+    assert torch._sample_dirichlet(torch.ones((), device=DEV)).item() == below_one
+    assert torch._sample_dirichlet(torch.ones(0, 3, device=DEV)).shape == (0, 3)
+
+
+@pytest.mark.parametrize("fn", [torch._standard_gamma, torch._sample_dirichlet])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int64])
+def test_gamma_draws_refuse_types_the_cpu_refuses(fn, dtype):
+    with pytest.raises(NotImplementedError) as cpu:
+        fn(torch.ones(3, dtype=dtype))
+    with pytest.raises(NotImplementedError, match=re.escape(str(cpu.value))):
+        fn(torch.ones(3, dtype=dtype, device=DEV))
+
+
+def test_gamma_rsample_gradient():
+    """Gamma.rsample's gradient through _standard_gamma_grad: E[dx/dalpha] = 1."""
+    torch.manual_seed(1)
+    a = torch.tensor([0.5, 2.0, 12.0], device=DEV, requires_grad=True)
+    x = torch.distributions.Gamma(a, torch.ones(3, device=DEV)).rsample((4000,))
+    x.sum().backward()
+    torch.testing.assert_close(a.grad.cpu() / 4000, torch.ones(3), rtol=0.06, atol=0)

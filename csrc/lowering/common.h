@@ -94,6 +94,22 @@ std::vector<Value> float_unary(Context& ctx, const Args& args) {
   ElementType t = to_float(ctx, x.dtype());
   return {cast(ctx.b, F(ctx.b, cast(ctx.b, x, opmath(t))), t)};
 }
+// stablehlo.while over `init`: `cond` returns one rank-0 i1.
+inline std::vector<Value> while_loop(hlo::Builder& b, const std::vector<Value>& init,
+                                     const hlo::RegionFn& cond, const hlo::RegionFn& body) {
+  std::vector<hlo::TensorType> types;
+  for (const Value& v : init) types.push_back(v.type);
+  return b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}});
+}
+
+// Whether any element of v is nonzero (a rank-0 i1).
+inline Value any_nonzero(hlo::Builder& r, Value v) {
+  Value nz = r.compare(v, r.full(0, v.dtype(), v.shape()), hlo::Compare::NE);
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < nz.rank(); ++d) dims.push_back(d);
+  return dims.empty() ? nz : r.reduce_or(nz, dims);
+}
+
 // erf and erfc of a float value, accurate to its type (StableHLO has no erf;
 // half types compute in f32).
 Value erf(hlo::Builder& b, Value x);

@@ -3,7 +3,9 @@
 // torch.manual_seed replays a stream.
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <utility>
 
 #include "lowering/common.h"
 #include "lowering/registry.h"
@@ -46,6 +48,11 @@ class Bits {
     Value key = mix64(b_, b_.xor_(word(0), offset_key));
     state_ = b_.concatenate({b_.reshape(key, {1}), u64(b_, 0, {1})}, 0);
   }
+
+  // A stream carried through a loop: `state` is a ui64[2] the previous
+  // round returned by state().
+  Bits(Builder& b, Value state) : b_(b), state_(std::move(state)) {}
+  const Value& state() const { return state_; }
 
   // Uniform bits of an unsigned type.
   Value draw(E type, const Shape& shape) {
@@ -176,6 +183,97 @@ Values lower_rrelu_with_noise(Context& ctx, const Args& args) {
   Value scaled = b.compare(xc, zero, Compare::LE);
   return {cast(b, b.select(scaled, b.mul(xc, slope), xc), t),
           cast(b, b.select(scaled, slope, b.full(1, c, x.shape())), t)};
+}
+
+// ---- gamma draws (torch.distributions' Gamma, Beta, Dirichlet, Chi2...)
+
+// The log of a standard Gamma(alpha) draw per element, by Marsaglia and
+// Tsang's rejection method as PyTorch's sample_gamma does it: alpha < 1
+// draws with alpha + 1 and scales by u^(1/alpha). Each round of one device
+// while loop gives every element not yet done a candidate (a normal and a
+// uniform draw), until all have accepted one (each does with probability
+// above 0.95). alpha <= 0 or NaN gives -inf, a zero draw. Logs keep the
+// tiny draws of tiny alphas, which underflow float32 and which Dirichlet
+// normalizes.
+Value log_gamma_draw(Context& ctx, const Arg& generator, Value alpha) {
+  Builder& b = ctx.b;
+  E t = alpha.dtype();
+  const Shape s = alpha.shape();
+  Bits bits(ctx, generator);
+  Value one = splat(b, 1, alpha);
+  Value boost = b.compare(alpha, one, Compare::LT);
+  Value u0 = bits.uniform(t, digits(t), s);
+  Value log_scale = b.select(boost, b.div(b.log1p(b.neg(u0)), alpha), splat(b, 0, alpha));
+  Value a = b.select(boost, b.add(alpha, one), alpha);
+  Value d = b.sub(a, splat(b, 1.0 / 3, a));
+  Value c = b.div(one, b.sqrt(b.mul(splat(b, 9, d), d)));
+  Value none = b.not_(b.compare(alpha, splat(b, 0, alpha), Compare::GT));  // <= 0 or NaN
+  hlo::RegionFn cond = [](Builder& r, const Values& st) { return Values{any_nonzero(r, r.not_(st[1]))}; };
+  hlo::RegionFn body = [&](Builder& r, const Values& st) {
+    Bits round(r, st[0]);
+    Value x = standard_normal(round, r, t, s);
+    Value u = r.sub(splat(r, 1, x), round.uniform(t, digits(t), s));  // in (0, 1]
+    Value y = r.add(splat(r, 1, x), r.mul(c, x));
+    Value v = r.mul(r.mul(y, y), y), xx = r.mul(x, x);
+    Value squeeze = r.compare(u, r.sub(splat(r, 1, x), r.mul(splat(r, 0.0331, x), r.mul(xx, xx))), Compare::LT);
+    Value log_v = r.log(v);
+    Value bound = r.add(r.mul(splat(r, 0.5, x), xx), r.mul(d, r.add(r.sub(splat(r, 1, x), v), log_v)));
+    Value ok = r.and_(r.compare(y, splat(r, 0, y), Compare::GT),
+                      r.or_(squeeze, r.compare(r.log(u), bound, Compare::LT)));
+    Value take = r.and_(r.not_(st[1]), ok);
+    return Values{round.state(), r.or_(st[1], take), r.select(take, log_v, st[2])};
+  };
+  Values out = while_loop(b, {bits.state(), none, b.full(0, t, s)}, cond, body);
+  Value draw = b.add(b.add(b.log(d), out[2]), log_scale);
+  return b.select(none, b.full(-INFINITY, t, s), draw);
+}
+
+void check_gamma_dtype(E t, const char* kernel) {
+  check_dtype(t == E::F32 || t == E::F64, kernel, t);
+}
+
+// The smallest normal number and the float below 1 of f32 or f64.
+double smallest_normal(E t) {
+  return t == E::F64 ? std::numeric_limits<double>::min() : double(std::numeric_limits<float>::min());
+}
+double below_one(E t) { return t == E::F64 ? std::nextafter(1.0, 0.0) : double(std::nextafter(1.0f, 0.0f)); }
+
+// _standard_gamma(self, generator): a Gamma(self, 1) draw per element, at
+// least the type's smallest normal number (as the CPU clamps it).
+Values lower_standard_gamma(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  Value alpha = self_of(args);
+  check_gamma_dtype(alpha.dtype(), "gamma_cpu");
+  Value g = b.exp(log_gamma_draw(ctx, args.at(1), alpha));
+  return {b.max(g, b.full(smallest_normal(alpha.dtype()), alpha.dtype(), alpha.shape()))};
+}
+
+// _sample_dirichlet(self, generator): gamma draws normalized along the last
+// dimension, as the CPU computes them: each draw at least double's smallest
+// normal (the CPU draws in double), each share in [smallest normal, the
+// float below 1]. Normalized in logs (a softmax), so float32 keeps what the
+// CPU's double keeps.
+Values lower_sample_dirichlet(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  Value alpha = self_of(args);
+  E t = alpha.dtype();
+  check_gamma_dtype(t, "dirichlet");
+  const Shape& s = alpha.shape();
+  Value lg = b.max(log_gamma_draw(ctx, args.at(1), alpha),
+                   b.full(std::log(std::numeric_limits<double>::min()), t, s));
+  Value share = lg;
+  if (!s.empty()) {
+    int64_t last = int64_t(s.size()) - 1;
+    std::vector<int64_t> lead;
+    for (int64_t i = 0; i < last; ++i) lead.push_back(i);
+    Value top = b.broadcast_in_dim(b.reduce_max(lg, {last}), s, lead);
+    Value sum = b.reduce_sum(b.exp(b.sub(lg, top)), {last});
+    share = b.sub(b.sub(lg, top), b.broadcast_in_dim(b.log(sum), s, lead));
+  } else {
+    share = b.full(0, t, s);
+  }
+  Value p = b.exp(share);
+  return {b.min(b.max(p, b.full(smallest_normal(t), t, s)), b.full(below_one(t), t, s))};
 }
 
 // ---- distributions by inverse transform of a uniform draw
@@ -507,6 +605,8 @@ Values lower_multinomial(Context& ctx, const Args& args) {
 }  // namespace
 
 // Sorted by op name.
+TPU_LOWERING("aten::_sample_dirichlet", lower_sample_dirichlet);
+TPU_LOWERING("aten::_standard_gamma", lower_standard_gamma);
 TPU_LOWERING("aten::bernoulli", lower_bernoulli);
 TPU_LOWERING("aten::bernoulli.Tensor", lower_bernoulli_tensor);
 TPU_LOWERING("aten::bernoulli.p", lower_bernoulli_p);

@@ -1,7 +1,6 @@
 // Building blocks of the special functions (special.cpp, special_bessel.cpp,
 // special_iterative.cpp): comparisons with a constant, Cephes' polynomial
-// and Chebyshev evaluation unrolled into straight-line code, an elementwise
-// while loop, zeta's Euler-Maclaurin divisors, the driver of
+// and Chebyshev evaluation unrolled into straight-line code, zeta's Euler-Maclaurin divisors, the driver of
 // float-and-double-only kernels, and the exponentially scaled Bessel I0/I1
 // and log-gamma that other functions are built from.
 #pragma once
@@ -38,22 +37,6 @@ inline Value chbevl(hlo::Builder& b, Value x, const double* c, int n) {
     b0 = b.add(b.sub(b.mul(x, b1), b2), splat(b, c[i], x));
   }
   return b.mul(splat(b, 0.5, x), b.sub(b0, b2));
-}
-
-// stablehlo.while over `init`: `cond` returns one rank-0 i1.
-inline std::vector<Value> while_loop(hlo::Builder& b, const std::vector<Value>& init,
-                                     const hlo::RegionFn& cond, const hlo::RegionFn& body) {
-  std::vector<hlo::TensorType> types;
-  for (const Value& v : init) types.push_back(v.type);
-  return b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}});
-}
-
-// Whether any element of v is nonzero (a rank-0 i1).
-inline Value any_nonzero(hlo::Builder& r, Value v) {
-  Value nz = r.compare(v, r.full(0, v.dtype(), v.shape()), hlo::Compare::NE);
-  std::vector<int64_t> dims;
-  for (int64_t d = 0; d < nz.rank(); ++d) dims.push_back(d);
-  return dims.empty() ? nz : r.reduce_or(nz, dims);
 }
 
 // The divisors of the Euler-Maclaurin terms of Cephes' Hurwitz zeta: (2k)! / B_2k.

@@ -152,6 +152,80 @@ Value lgamma_impl(Builder& b, Value x) {
   return b.select(b.compare(b.abs(x), inf, Compare::EQ), inf, r);
 }
 
+// d x / d alpha of a draw x from Gamma(alpha) (the reparameterized
+// gradient of torch.distributions' rsample), by PyTorch's approximations: a
+// Taylor series of the CDF for x < 0.8, Rice's saddle point expansion for
+// alpha > 8, else a rational function fitted in (log(x / alpha),
+// log(alpha)). The CPU computes in double; here the series is rearranged so
+// that float32 needs neither x^alpha (it underflows) nor the difference of
+// two terms of size 1/alpha^2 (they cancel for small alpha):
+//   -cdf_alpha / pdf = -x e^x [(log x - psi(alpha + 1)) / alpha
+//                              + sum_i n_i ((log x - psi(alpha)) / (alpha + i) - 1 / (alpha + i)^2)],
+// with psi(alpha + 1) = psi(alpha) + 1 / alpha. It is 0 where the CPU's
+// double pdf underflows (its 0/0 is NaN, which it returns as 0).
+Value gamma_grad_impl(Builder& b, Value alpha, Value x) {
+  auto k = [&](double v) { return splat(b, v, x); };
+  Value one = k(1), log_x = b.log(x);
+  Value lead = b.sub(log_x, digamma_impl(b, alpha));
+  Value sum = b.div(b.sub(log_x, digamma_impl(b, b.add(alpha, one))), alpha);
+  Value numer = one, denom = alpha;
+  for (int i = 1; i <= 5; ++i) {
+    numer = b.mul(numer, b.div(b.neg(x), k(i)));
+    denom = b.add(denom, one);
+    sum = b.add(sum, b.mul(numer, b.sub(b.div(lead, denom), b.div(one, b.mul(denom, denom)))));
+  }
+  Value small = b.neg(b.mul(b.mul(x, b.exp(x)), sum));
+  Value log_pdf = b.sub(b.mul(b.sub(alpha, one), log_x), x);
+  Value underflow = b.compare(log_pdf, k(std::log(std::numeric_limits<double>::denorm_min())), Compare::LT);
+  small = b.select(b.or_(is_nan(b, small), underflow), k(0), small);
+
+  Value a2 = b.mul(alpha, alpha);
+  Value numer1 = b.add(one, b.mul(b.mul(k(24), alpha), b.add(one, b.mul(k(12), alpha))));
+  Value numer2 = b.add(b.sub(b.add(b.mul(k(1440), a2), b.mul(b.mul(k(6), x), b.sub(k(53), b.mul(k(120), x)))),
+                             b.div(b.mul(b.mul(k(65), x), x), alpha)),
+                       b.mul(alpha, b.add(k(107), b.mul(k(3600), x))));
+  Value near = b.div(b.mul(numer1, numer2), b.mul(k(1244160), b.mul(a2, a2)));
+  Value root = b.sqrt(b.mul(k(8), alpha));
+  Value log_ratio = b.log(b.div(x, alpha));
+  Value term2 = b.div(root, b.sub(alpha, x));
+  Value term3 = b.pow(b.sub(b.sub(x, alpha), b.mul(alpha, log_ratio)), k(-1.5));
+  Value term23 = b.select(b.compare(x, alpha, Compare::LT), b.sub(term2, term3), b.add(term2, term3));
+  Value gap = b.sub(alpha, x);
+  Value term1 = b.sub(b.mul(log_ratio, term23),
+                      b.div(b.mul(b.sqrt(b.div(k(2), alpha)), b.add(alpha, x)), b.mul(gap, gap)));
+  Value twelfth = b.div(one, b.mul(k(12), alpha));
+  Value stirling = b.add(one, b.mul(twelfth, b.add(one, b.div(one, b.mul(k(24), alpha)))));
+  Value far = b.neg(b.div(b.mul(stirling, b.mul(x, term1)), root));
+  Value in_band = b.and_(b.compare(b.mul(k(0.9), alpha), x, Compare::LE),
+                         b.compare(x, b.mul(k(1.1), alpha), Compare::LE));
+  Value large = b.select(in_band, near, far);
+
+  static const double kUV[3][8] = {
+      {0.16009398, -0.094634809, 0.025146376, -0.0030648343, 1, 0.32668115, 0.10406089, 0.0014179084},
+      {0.53487893, 0.1298071, 0.065735949, -0.0015649758, 0.16639465, 0.020070113, -0.0035938915,
+       -0.00058392623},
+      {0.040121004, -0.0065914022, -0.0026286047, -0.0013441777, 0.017050642, -0.0021309326, 0.00085092367,
+       -1.5247877e-07}};
+  Value v = b.log(alpha);
+  Value cv[8];
+  for (int i = 0; i < 8; ++i) cv[i] = b.add(k(kUV[0][i]), b.mul(log_ratio, b.add(k(kUV[1][i]), b.mul(log_ratio, k(kUV[2][i])))));
+  auto cubic = [&](int o) { return b.add(cv[o], b.mul(v, b.add(cv[o + 1], b.mul(v, b.add(cv[o + 2], b.mul(v, cv[o + 3])))))); };
+  Value fitted = b.exp(b.div(cubic(0), cubic(4)));
+
+  return b.select(b.compare(x, k(0.8), Compare::LT), small,
+                  b.select(b.compare(alpha, k(8), Compare::GT), large, fitted));
+}
+
+// _standard_gamma_grad(self = alpha, output = the draw), broadcast.
+Values lower_standard_gamma_grad(Context& ctx, const Args& args) {
+  Builder& b = ctx.b;
+  Value alpha = args.at(0).as_tensor(), x = args.at(1).as_tensor();
+  E t = promote(alpha.dtype(), x.dtype());
+  check_dtype(t == E::F32 || t == E::F64, "_standard_gamma_grad_cpu", t);
+  Shape s = broadcast_shapes(alpha.shape(), x.shape());
+  return {gamma_grad_impl(b, broadcast_to(b, cast(b, alpha, t), s), broadcast_to(b, cast(b, x, t), s))};
+}
+
 // ---- Bessel I0, I1 (Cephes Chebyshev expansions, as PyTorch)
 
 const double kI0A[] = {
@@ -568,6 +642,7 @@ Value bessel_i0e(Builder& b, Value x) { return i0e_impl(b, x); }
 Value bessel_i1e(Builder& b, Value x) { return i1e_impl(b, x); }
 Value log_gamma(Builder& b, Value x) { return lgamma_impl(b, x); }
 
+TPU_LOWERING("aten::_standard_gamma_grad", lower_standard_gamma_grad);
 TPU_LOWERING("aten::digamma", real_unary<digamma_impl>);
 TPU_LOWERING("aten::fmax", lower_fminmax<true>);
 TPU_LOWERING("aten::fmin", lower_fminmax<false>);
