@@ -85,6 +85,10 @@ TRANSPOSED = [
     ((2, 4, 5, 4), (4, 3, 3, 2), dict(stride=(3, 2), padding=(1, 0), output_padding=(2, 1), groups=2)),
     ((1, 2, 6, 6), (2, 2, 3, 3), dict(stride=2, dilation=2, padding=3)),  # padding > dilation*(k-1)
     ((2, 3, 4, 4), (3, 1, 2, 2), dict(stride=2, groups=3)),
+    # output_padding past the stride (allowed below the dilation): the input
+    # gradient's plain convolution yields rows past the input (OpInfo's sample).
+    ((2, 2, 4, 4), (2, 2, 4, 5), dict(stride=(3, 2), padding=(1, 2), output_padding=(2, 3), groups=2,
+                                      dilation=(4, 4))),
 ]
 
 

@@ -90,6 +90,12 @@ def test_cholesky(dtype, upper):
     _, info = torch.linalg.cholesky_ex(bad.to(DEV))
     # Nonzero exactly where the CPU's is (XLA does not say which minor failed).
     assert torch.equal(info.cpu() != 0, torch.linalg.cholesky_ex(bad)[1] != 0)
+    # Empty matrices factor (info 0), batched or not.
+    for shape in [(0, 0), (3, 0, 0), (0, 4, 4)]:
+        e = torch.zeros(shape, dtype=dtype)
+        L, info = torch.linalg.cholesky_ex(e.to(DEV), upper=upper)
+        assert torch.equal(info.cpu(), torch.linalg.cholesky_ex(e)[1]) and L.shape == e.shape
+        assert torch.linalg.cholesky(e.to(DEV)).shape == e.shape
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])

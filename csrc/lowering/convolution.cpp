@@ -289,7 +289,13 @@ std::vector<Value> lower_convolution_backward(Context& ctx, const Args& a) {
         q.output_padding[i] = x.shape()[2 + i] - ((g.shape()[2 + i] - 1) * p.stride[i] -
                                                   2 * p.padding[i] +
                                                   p.dilation[i] * (w.shape()[2 + i] - 1) + 1);
-    gx = cast(b, convolve(b, g, w, q, acc), out);
+    gx = convolve(b, g, w, q, acc);
+    // A transposed convolution's output_padding may reach a stride or more
+    // (allowed when the dilation is larger): the plain convolution back then
+    // yields floor(output_padding / stride) rows past the input, which no
+    // input row produced.
+    if (gx.shape() != x.shape()) gx = b.slice(gx, Ints(x.rank(), 0), x.shape(), Ints(x.rank(), 1));
+    gx = cast(b, gx, out);
   }
   if (wanted(1)) {
     Shape kernel(w.shape().begin() + 2, w.shape().end());

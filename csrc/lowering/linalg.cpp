@@ -177,7 +177,8 @@ Values lower_cholesky_ex(Context& ctx, const Args& a) {
   Value good = b.and_(b.compare(diag, b.zeros(diag.dtype(), diag.shape()), Compare::GT), b.is_finite(diag));
   Value idx = b.iota({E::I32, diag.shape()}, r - 2);
   Value first_bad = b.reduce_min(b.select(good, b.full(double(n), E::I32, diag.shape()), idx), {r - 2});
-  Value info = b.select(b.compare(first_bad, b.full(double(n), E::I32, first_bad.shape()), Compare::EQ),
+  // GE, not EQ: a 0x0 matrix reduces over nothing to the i32 maximum.
+  Value info = b.select(b.compare(first_bad, b.full(double(n), E::I32, first_bad.shape()), Compare::GE),
                         b.full(0, E::I32, first_bad.shape()), b.add(first_bad, b.full(1, E::I32, first_bad.shape())));
   if (upper) {
     Ints perm;
