@@ -261,7 +261,9 @@ Values lower_sample_dirichlet(Context& ctx, const Args& args) {
   const Shape& s = alpha.shape();
   Value lg = b.max(log_gamma_draw(ctx, args.at(1), alpha),
                    b.full(std::log(std::numeric_limits<double>::min()), t, s));
-  Value share = lg;
+  // Each log share: lg - logsumexp(lg) along the last dimension; a 0-dim
+  // draw is the whole.
+  Value share = b.full(0, t, s);
   if (!s.empty()) {
     int64_t last = int64_t(s.size()) - 1;
     std::vector<int64_t> lead;
@@ -269,11 +271,8 @@ Values lower_sample_dirichlet(Context& ctx, const Args& args) {
     Value top = b.broadcast_in_dim(b.reduce_max(lg, {last}), s, lead);
     Value sum = b.reduce_sum(b.exp(b.sub(lg, top)), {last});
     share = b.sub(b.sub(lg, top), b.broadcast_in_dim(b.log(sum), s, lead));
-  } else {
-    share = b.full(0, t, s);
   }
-  Value p = b.exp(share);
-  return {b.min(b.max(p, b.full(smallest_normal(t), t, s)), b.full(below_one(t), t, s))};
+  return {b.min(b.max(b.exp(share), b.full(smallest_normal(t), t, s)), b.full(below_one(t), t, s))};
 }
 
 // ---- distributions by inverse transform of a uniform draw

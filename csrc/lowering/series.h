@@ -5,6 +5,7 @@
 // and log-gamma that other functions are built from.
 #pragma once
 
+#include <cmath>
 #include <vector>
 
 #include "lowering/common.h"
@@ -18,7 +19,10 @@ inline Value gt(hlo::Builder& b, Value x, double v) { return b.compare(x, splat(
 inline Value ge(hlo::Builder& b, Value x, double v) { return b.compare(x, splat(b, v, x), hlo::Compare::GE); }
 inline Value eq(hlo::Builder& b, Value x, double v) { return b.compare(x, splat(b, v, x), hlo::Compare::EQ); }
 inline Value ne(hlo::Builder& b, Value x, double v) { return b.compare(x, splat(b, v, x), hlo::Compare::NE); }
+inline Value is_inf(hlo::Builder& b, Value x) { return eq(b, b.abs(x), INFINITY); }
 inline Value recip(hlo::Builder& b, Value x) { return b.div(splat(b, 1, x), x); }
+
+inline constexpr double kPi = 3.14159265358979323846;
 
 // Cephes polevl: c[0] x^n + ... + c[n] (n + 1 coefficients), by Horner.
 inline Value polevl(hlo::Builder& b, Value x, const double* c, int n) {

@@ -28,7 +28,6 @@ using hlo::Compare;
 using E = ElementType;
 using Values = std::vector<Value>;
 
-const double kPi = 3.14159265358979323846;
 const double kSqrt2OverPi = 0.797884560802865355879892119868763737;  // sqrt(2 / pi)
 const double k2OverPi = 0.636619772367581343075535053490057448;
 
@@ -157,7 +156,6 @@ const double kAiGD[] = {
     4.91834570062930015649e-09};
 
 Value full_bool(Builder& b, bool v, const Value& like) { return b.full(v ? 1 : 0, E::Bool, like.shape()); }
-Value is_inf(Builder& b, Value x) { return eq(b, b.abs(x), INFINITY); }
 
 // The constant v, hidden from XLA's simplifier: it turns a division by a
 // constant into a multiplication by its rounded reciprocal, which is off by an

@@ -34,7 +34,6 @@ using hlo::Compare;
 using E = ElementType;
 using Values = std::vector<Value>;
 
-Value is_inf(Builder& b, Value x) { return eq(b, b.abs(x), INFINITY); }
 // A rank-0 value (a loop counter) spread over the shape and type of `like`.
 Value spread(Builder& b, Value v, const Value& like) {
   return b.broadcast_in_dim(cast(b, v, like.dtype()), like.shape(), {});
