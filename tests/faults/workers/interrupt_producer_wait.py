@@ -4,11 +4,19 @@ Reading the last result flushes the last graph, which first waits for the
 graph producing its inputs; a SIGINT during that wait raises
 KeyboardInterrupt, and the graph interrupted before it was launched stays
 pending: reading the result again computes it, equal to the CPU's. Prints
-a JSON summary."""
+a JSON summary.
+
+How long the chain takes depends on the machine (and on whether its
+programs are compiled yet), so one fixed delay can land after the graphs
+have run (nothing is in flight then). The worker records a fresh chain and
+tries again with a shorter delay until a signal lands while graphs are in
+flight."""
 import json
 import os
 import signal
+import sys
 import threading
+import time
 
 import torch
 
@@ -19,24 +27,43 @@ import torch_tpu
 signal.signal(signal.SIGINT, signal.default_int_handler)
 
 torch_tpu.set_eager_mode("defer_and_fuse")
-g = torch.Generator().manual_seed(0)
-a_cpu = torch.randn(512, 512, generator=g) / 16
-a = a_cpu.to("tpu")
 STEPS = 120  # TORCH_TPU_FUSE_MAX_OPS=100: the chain's 240 ops make three graphs
-ref = a_cpu
-for _ in range(STEPS):
-    ref = torch.tanh(ref @ a_cpu)
-y = a  # recorded last, so that the graphs still run when it is read
-for _ in range(STEPS):
-    y = torch.tanh(y @ a)
-threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
-out = dict(interrupted=False)
-try:
-    y.cpu()
-except KeyboardInterrupt:
-    out["interrupted"] = True
-    out["in_flight_at_interrupt"] = torch_tpu._C._graphs_in_flight()
-# 120 layers of rounding: the CPU's result differs by ~5e-3; an unread or
-# zeroed graph by ~1.
-out["right"] = bool(torch.allclose(y.cpu(), ref, rtol=1e-2, atol=2e-2))
+
+
+def attempt(delay, n):
+    # A new size each time: the programs compile again, and a graph waits
+    # for its producer while the producer compiles.
+    g = torch.Generator().manual_seed(n)
+    a_cpu = torch.randn(n, n, generator=g) / (n ** 0.5 * 0.7)
+    ref = a_cpu
+    for _ in range(STEPS):
+        ref = torch.tanh(ref @ a_cpu)
+    a = a_cpu.to("tpu")
+    y = a  # recorded last, so that the graphs still run when it is read
+    for _ in range(STEPS):
+        y = torch.tanh(y @ a)
+    out = dict(interrupted=False, delay=delay, in_flight_at_interrupt=0)
+    timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        try:
+            timer.start()
+            y.cpu()
+        finally:
+            timer.cancel()
+            timer.join()
+            time.sleep(0.05)  # a signal sent after the read is taken here
+    except KeyboardInterrupt:
+        out["interrupted"] = True
+        out["in_flight_at_interrupt"] = torch_tpu._C._graphs_in_flight()
+    # 120 layers of rounding: the CPU's result differs by ~5e-3; an unread
+    # or zeroed graph by ~1.
+    out["right"] = bool(torch.allclose(y.cpu(), ref, rtol=1e-2, atol=2e-2))
+    return out
+
+
+for k, delay in enumerate((0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.0)):
+    out = attempt(delay, 512 - 8 * k)
+    print(json.dumps(out), file=sys.stderr)
+    if out["interrupted"] and out["in_flight_at_interrupt"] > 0:
+        break
 print(json.dumps(out))
