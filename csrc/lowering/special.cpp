@@ -28,7 +28,10 @@ Value trunc_(Builder& b, Value x) { return b.select(lt(b, x, 0), b.ceil(x), b.fl
 Value digamma_impl(Builder& b, Value x) {
   Value neg = lt(b, x, 0);
   Value xr = b.select(neg, b.sub(splat(b, 1, x), x), x);
-  Value r = b.sub(x, trunc_(b, x));
+  // tan has period pi: reduced to the nearest integer (an exact subtraction),
+  // pi * r stays accurate beside every pole, where tan's argument near pi
+  // would lose digits (the CPU computes this term in double).
+  Value r = b.sub(x, b.round_nearest_even(x));
   Value refl = b.div(splat(b, kPi, x), b.tan(b.mul(splat(b, kPi, x), r)));
   Value result = splat(b, 0, x), xx = xr;
   for (int i = 0; i < 10; ++i) {
@@ -51,6 +54,8 @@ Value digamma_impl(Builder& b, Value x) {
 
 Value trigamma_impl(Builder& b, Value x) {
   Value refl = lt(b, x, 0.5);
+  // sin(pi x) as the CPU computes it: where pi x loses its digits (beside a
+  // pole, or |x| past 2^23) the CPU's result follows that rounding.
   Value s = b.sine(b.mul(splat(b, kPi, x), x));
   Value result = b.select(refl, b.neg(b.div(splat(b, kPi * kPi, x), b.mul(s, s))), splat(b, 0, x));
   Value xx = b.select(refl, b.sub(splat(b, 1, x), x), x);

@@ -24,10 +24,6 @@ MAX_SAMPLES = 8
 
 # (op, dtype or None for all, direction) -> reason. Reported to the lowering owners.
 KNOWN = {
-    ("clamp", None, "bwd"): "backward with broadcasting tensor min/max raises 'output with shape [4, 4] doesn't "
-                            "match the broadcast shape [1, 4, 4]' on tpu (CPU fine)",
-    ("gather", None, "fwd"): "an empty uint8 index is accepted by the CPU; the gather lowering refuses its dtype",
-    ("maximum", None, "bwd"): "backward uses aten::masked_fill_.Scalar, which has no lowering",
     ("rsqrt", "bfloat16", "bwd"): "rsqrt_backward in bfloat16 rounds each step; the CPU computes in float "
                                   "and rounds once (error ~4e-2 relative on some elements)",
 }
