@@ -1,11 +1,16 @@
-"""The harness's two rules beyond comparing with the CPU.
+"""The harness's rules beyond comparing with the CPU.
 
 Choices among equal values (harness.TIE_FREE): an index output that picks
 other tied elements than the CPU passes; one that picks different values,
 repeats a position or moves a gradient to an element of another value fails.
 
 A backward that raises on tpu passes only when the CPU's own backward, run
-outside the recording mode, raises the same error."""
+outside the recording mode, raises the same error.
+
+A result that misses the CPU is judged by the float64 result: rounded to a
+half type, or for wider types within twice the CPU's own error of it.
+
+An argument PyTorch requires on the CPU (tensor_split's indices) stays there."""
 import os
 import sys
 
@@ -83,3 +88,30 @@ def test_cpu_backward_error_outside_the_recording_mode():
     same_shape = SampleInput(torch.randn(4, 4, requires_grad=True),
                              args=(torch.randn(4, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)))
     assert harness._cpu_backward_raises(op, same_shape) is None
+
+
+def test_float64_judge_allows_the_cpus_own_error_not_more():
+    ref = torch.tensor([1000.0, 2.0], dtype=torch.float64)
+    cpu = torch.tensor([1000.1, 2.0])  # the CPU's float32 is 0.1 off float64
+    near = torch.tensor([999.85, 2.0])  # 0.15 off: within twice the CPU's error
+    far = torch.tensor([1000.25, 2.0])  # 0.25 off
+    off_where_cpu_is_exact = torch.tensor([1000.1, 2.001])
+    assert harness._judge_by_float64([near], [cpu], [ref], [])
+    assert not harness._judge_by_float64([far], [cpu], [ref], [])
+    assert not harness._judge_by_float64([off_where_cpu_is_exact], [cpu], [ref], [])
+
+
+def test_float64_judge_rounds_half_types_to_their_type():
+    ref = torch.tensor([1.0 + 2 ** -12], dtype=torch.float64)  # rounds to 1.0 in bfloat16
+    assert harness._judge_by_float64([torch.tensor([1.0], dtype=torch.bfloat16)],
+                                     [torch.tensor([1.0078125], dtype=torch.bfloat16)], [ref], [])
+    assert not harness._judge_by_float64([torch.tensor([1.03125], dtype=torch.bfloat16)],
+                                         [torch.tensor([1.0], dtype=torch.bfloat16)], [ref], [])
+
+
+def test_host_arguments_stay_on_the_cpu():
+    op = [o for o in op_db if o.name == "tensor_split"][0]
+    s = SampleInput(torch.randn(5, 4), args=(torch.tensor([1, 3]), 1))
+    moved = harness._to_device(s, "tpu", host_args=harness.HOST_ARGS["tensor_split"])
+    assert moved.input.device.type == "tpu" and moved.args[0].device.type == "cpu"
+    assert [t.shape for t in op(moved.input, *moved.args)] == [t.shape for t in op(s.input, *s.args)]
