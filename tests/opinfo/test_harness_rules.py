@@ -7,8 +7,8 @@ repeats a position or moves a gradient to an element of another value fails.
 A backward that raises on tpu passes only when the CPU's own backward, run
 outside the recording mode, raises the same error.
 
-A result that misses the CPU is judged by the float64 result: rounded to a
-half type, or for wider types within twice the CPU's own error of it.
+A result that misses the CPU is judged by the float64 result: rounded to its
+type, or element by element within twice the CPU's own error of it.
 
 An argument PyTorch requires on the CPU (tensor_split's indices) stays there."""
 import os
@@ -107,6 +107,9 @@ def test_float64_judge_rounds_half_types_to_their_type():
                                      [torch.tensor([1.0078125], dtype=torch.bfloat16)], [ref], [])
     assert not harness._judge_by_float64([torch.tensor([1.03125], dtype=torch.bfloat16)],
                                          [torch.tensor([1.0], dtype=torch.bfloat16)], [ref], [])
+    # Off by more than the tolerance, but the CPU is further off.
+    assert harness._judge_by_float64([torch.tensor([1.03125], dtype=torch.bfloat16)],
+                                     [torch.tensor([0.9765625], dtype=torch.bfloat16)], [ref], [])
 
 
 def test_host_arguments_stay_on_the_cpu():
