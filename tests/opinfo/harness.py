@@ -27,7 +27,7 @@ Statuses per sample and direction: pass, fail, missing (NotImplementedError,
 or an unclaimed overload), skip (with a written reason), n/a (no backward).
 
 Where PyTorch leaves the choice among equal values open (sort and argsort
-without stable=True, msort, kthvalue's index), tpu may pick another of the
+without stable=True, msort, kthvalue's and topk's indices), tpu may pick another of the
 tied elements than the CPU: such an index output passes when it selects the
 same values (and, for a sort, is a permutation), and a gradient passes when
 each slice along the dimension holds the same (value, gradient) pairs as the
@@ -110,6 +110,10 @@ def _kthvalue_args(s):
     return dim, False, bool(s.kwargs.get("keepdim", s.args[2] if len(s.args) > 2 else False))
 
 
+def _topk_args(s):
+    return s.kwargs.get("dim", s.args[1] if len(s.args) > 1 else -1), False, True
+
+
 # OpInfos whose choice among equal values is unspecified: sample -> (dim,
 # stable, keepdim), and which outputs are indices.
 TIE_FREE: dict[str, tuple] = {
@@ -117,6 +121,7 @@ TIE_FREE: dict[str, tuple] = {
     "kthvalue": (_kthvalue_args, {1}),
     "msort": (lambda s: (0, False, True), set()),
     "sort": (_sort_args, {1}),
+    "topk": (_topk_args, {1}),
 }
 
 
@@ -397,7 +402,7 @@ def run_sample(op, sample, dtype, want_grad):
         outs = _diff_outputs(tpu_s, tpu_out)
         if len(outs) != len(outs_cpu):
             raise Mismatch(f"{len(outs)} differentiable outputs on tpu, {len(outs_cpu)} on the CPU")
-        cots = [c.to(DEVICE) for c in _cotangents(outs_cpu)]
+        cots = [c.to(o.device) for c, o in zip(_cotangents(outs_cpu), outs)]  # x.to("cpu") ends on the CPU
         tpu_grads = torch.autograd.grad(outs, g_in, cots, allow_unused=True)
         compare([g if g is not None else None for g in tpu_grads], list(cpu_grads),
                 bwd_names + fwd_names, "grad")

@@ -118,3 +118,11 @@ def test_host_arguments_stay_on_the_cpu():
     moved = harness._to_device(s, "tpu", host_args=harness.HOST_ARGS["tensor_split"])
     assert moved.input.device.type == "tpu" and moved.args[0].device.type == "cpu"
     assert [t.shape for t in op(moved.input, *moved.args)] == [t.shape for t in op(s.input, *s.args)]
+
+
+def test_topk_index_of_another_tied_element_passes():
+    s = SampleInput(X, args=(2,))
+    values, idx = X.topk(2)
+    swapped = idx.flip(-1)  # the two 3.0s the other way round
+    assert ties("topk", s, (values, swapped), (values, idx))
+    assert not ties("topk", s, (values, torch.tensor([[0, 3]])), (values, idx))
