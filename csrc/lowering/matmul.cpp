@@ -80,6 +80,15 @@ Value batch_product(const Value& b1, const Value& b2, Builder& b) {
             "Expected size for first two dimensions of batch2 tensor to be: [", b1.shape()[0], ", ",
             b1.shape()[2], "] but got: [", b2.shape()[0], ", ", b2.shape()[1], "].");
   check_same_dtype(b1, b2);
+  const Shape& s1 = b1.shape();
+  const Shape& s2 = b2.shape();
+  if (s1[0] == 1) {
+    // One batch: a plain matrix product. XLA's CPU plugin runs a batch-1
+    // half-type dot with a transposed lhs in a thunk that refuses the f32
+    // accumulator ("BF16 x BF16 = F32"); the 2-D form it handles.
+    Value m = contract(b, b.reshape(b1, {s1[1], s1[2]}), b.reshape(b2, {s2[1], s2[2]}), {}, {}, {1}, {0});
+    return b.reshape(m, {1, s1[1], s2[2]});
+  }
   return contract(b, b1, b2, {0}, {0}, {2}, {1});
 }
 
