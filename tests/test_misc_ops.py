@@ -177,9 +177,6 @@ FFTS = [
     (torch.fft.irfft2, {}), (torch.fft.hfft, {}), (torch.fft.fftn, dict(dim=(0, 2))),
 ]
 REAL_ONLY = {torch.fft.rfft, torch.fft.rfft2}
-# PyTorch computes these as a conjugate view (the conj bit), which tpu copies
-# do not resolve yet: not a lowering matter.
-CONJ_VIEW = {(torch.fft.ifft, False), (torch.fft.ifftn, False), (torch.fft.hfft, True), (torch.fft.hfft, False)}
 
 
 @pytest.mark.parametrize("case", range(len(FFTS)))
@@ -192,17 +189,12 @@ def test_fft(case, norm, cplx):
     x = torch.randn(4, 6, 5, generator=torch.Generator().manual_seed(case))
     if cplx:
         x = torch.complex(x, torch.randn(4, 6, 5, generator=torch.Generator().manual_seed(50 + case)))
-    got = fn(x.to(DEV), norm=norm, **kw)
-    if (fn, cplx) in CONJ_VIEW and (got.is_conj() or fn is torch.fft.hfft):
-        pytest.xfail("conjugate views of tpu tensors are not resolved on copy")
-    same(got, fn(x, norm=norm, **kw), rtol=1e-4, atol=1e-4)
+    # ifft of a real input comes back as a conjugate view (the conj bit), as
+    # on the CPU: the copy to the host resolves it.
+    same(fn(x.to(DEV), norm=norm, **kw), fn(x, norm=norm, **kw), rtol=1e-4, atol=1e-4)
 
 
 def test_fft_roundtrip_grad():
-    try:
-        torch.view_as_real(torch.zeros(2, dtype=torch.complex64, device=DEV)).cpu()
-    except NotImplementedError:
-        pytest.xfail("r2c's backward goes through view_as_real, not yet on tpu")
     grad_check(lambda a: torch.fft.irfft(torch.fft.rfft(a) * 2, n=8), [torch.randn(3, 8)], rtol=1e-4, atol=1e-4)
 
 
