@@ -706,7 +706,7 @@ COMPLEX_UNARY = {
     "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh, "asin": torch.asin,
     "acos": torch.acos, "atan": torch.atan, "square": torch.square, "sgn": torch.sgn,
     "abs": torch.abs, "angle": torch.angle, "conj_physical": torch.conj_physical,
-    "tanhshrink": F.tanhshrink,
+    "tanhshrink": F.tanhshrink, "sinc": torch.sinc,
 }
 
 
@@ -715,6 +715,14 @@ def test_complex_unary_values_and_gradients(name):
     # Away from the branch points, where both sides are well conditioned.
     x = cmake((4, 5), scale=0.6)
     check_complex(COMPLEX_UNARY[name], x, rtol=2e-5, atol=2e-5)
+
+
+def test_complex_silu_and_sinc_at_zero():
+    # The CPU's silu takes complex inputs (without autograd); sinc(0) is 1.
+    x = cmake((4, 5), scale=0.6)
+    torch.testing.assert_close(F.silu(x.to(DEV)).cpu(), F.silu(x), rtol=2e-5, atol=2e-5)
+    z = torch.tensor([0j, 0.5 + 0.25j], dtype=torch.complex64)
+    torch.testing.assert_close(torch.sinc(z.to(DEV)).cpu(), torch.sinc(z))
 
 
 def test_complex_sgn_at_zero_and_conj_physical_of_conj_view():

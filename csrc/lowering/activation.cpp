@@ -171,7 +171,9 @@ Values lower_gelu_backward(Context& ctx, const Args& args) {
 // ---- sigmoid/tanh family
 
 Values lower_silu(Context& ctx, const Args& args) {
-  Value x = float_input(ctx, args.at(0), "silu_cpu");
+  Value x = args.at(0).as_tensor();
+  // The CPU's kernel takes complex inputs too: z sigmoid(z).
+  if (!hlo::is_complex(x.dtype())) x = float_input(ctx, args.at(0), "silu_cpu");
   return done(ctx.b, ctx.b.mul(x, ctx.b.logistic(x)), args[0].tensor.dtype());
 }
 

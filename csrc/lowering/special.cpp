@@ -661,7 +661,7 @@ TPU_LOWERING("aten::logit", lower_logit);
 TPU_LOWERING("aten::logit_backward", lower_logit_backward);
 TPU_LOWERING("aten::nextafter", lower_nextafter);
 TPU_LOWERING("aten::polygamma", lower_polygamma);
-TPU_LOWERING("aten::sinc", real_unary<sinc_impl>);
+TPU_LOWERING("aten::sinc", float_unary<sinc_impl>);  // complex too, as the CPU
 TPU_LOWERING("aten::special_entr", real_unary<entr_impl>);
 TPU_LOWERING("aten::special_erfcx", float_double_unary<erfcx_impl, kErfcx>);
 TPU_LOWERING("aten::special_i0e", real_unary<i0e_impl>);
