@@ -327,6 +327,10 @@ def _same_pairs(x, g_a, g_e, dim, op_names):
     torch.testing.assert_close(rows(g_a), rows(g_e), rtol=rtol, atol=atol)
 
 
+def _note(rec, text):
+    rec.setdefault("notes", []).append(text)
+
+
 def _err(e: BaseException) -> str:
     first = str(e).strip().splitlines()[0] if str(e).strip() else ""
     return f"{type(e).__name__}: {first[:300]}"
@@ -377,10 +381,10 @@ def run_sample(op, sample, dtype, want_grad):
     except Mismatch as e:
         if _matches_float64(op, sample, tpu_out, cpu_out, fwd_names):
             rec["fwd"] = "pass"
-            rec["note"] = "judged by the float64 CPU result (" + _dtype_name(dtype) + ")"
+            _note(rec, "judged by the float64 CPU result (" + _dtype_name(dtype) + ")")
         elif _same_up_to_ties(key_of(op), cpu_s, tpu_out, cpu_out, fwd_names):
             rec["fwd"] = "pass"
-            rec["note"] = "indices pick other elements among equal values than the CPU's"
+            _note(rec, "indices pick other elements among equal values than the CPU's")
         else:
             rec["fwd"] = "fail"
             rec["reason"] = str(e)[:400]
@@ -392,7 +396,7 @@ def run_sample(op, sample, dtype, want_grad):
         rec["reason"] = "tpu raised " + _err(e)
         return rec
     if missing and rec["fwd"] == "pass":
-        rec["note"] = "ran although unclaimed: " + ", ".join(missing)
+        _note(rec, "ran although unclaimed: " + ", ".join(missing))
     # ---- backward.
     if cpu_grads is None:
         return rec
@@ -413,17 +417,17 @@ def run_sample(op, sample, dtype, want_grad):
     except Mismatch as e:
         if _grads_match_float64(op, sample, tpu_grads, cpu_grads, bwd_names + fwd_names):
             rec["bwd"] = "pass"
-            rec["note"] = "gradients judged by the float64 CPU gradients (" + _dtype_name(dtype) + ")"
+            _note(rec, "gradients judged by the float64 CPU gradients (" + _dtype_name(dtype) + ")")
         elif _same_up_to_ties(key_of(op), cpu_s, tpu_grads, list(cpu_grads), bwd_names + fwd_names, grads=True):
             rec["bwd"] = "pass"
-            rec["note"] = "gradients go to other elements among equal values than the CPU's"
+            _note(rec, "gradients go to other elements among equal values than the CPU's")
         else:
             rec["bwd"] = "fail"
             rec["bwd_reason"] = str(e)[:400]
     except Exception as e:  # noqa: BLE001
         if _cpu_backward_raises(op, sample) == _err(e):
             rec["bwd"] = "pass"
-            rec["note"] = "raises the CPU's own error outside the recording mode: " + _err(e)
+            _note(rec, "raises the CPU's own error outside the recording mode: " + _err(e))
         else:
             rec["bwd"] = "fail"
             rec["bwd_reason"] = "tpu raised " + _err(e)
@@ -545,7 +549,7 @@ def run_opinfo(op, dtype, max_samples=None, max_failures=3):
         return res
     want_grad = op.supports_autograd and dtype in op.supported_backward_dtypes("cpu") and (
         dtype.is_floating_point or dtype.is_complex)
-    fwd_ops, bwd_ops, skipped = set(), set(), []
+    fwd_ops, bwd_ops, skipped, notes = set(), set(), [], set()
     torch.manual_seed(0)
     try:
         samples = list(_samples(op, dtype, want_grad, max_samples))
@@ -569,6 +573,8 @@ def run_opinfo(op, dtype, max_samples=None, max_failures=3):
                  " " + traceback.format_exc(limit=2).replace("\n", " ")[-300:], "aten": [], "aten_bwd": []}
         fwd_ops.update(r["aten"])
         bwd_ops.update(r.get("aten_bwd", []))
+        # How samples passed beyond the CPU comparison (the rules above).
+        notes.update(n.split(":")[0] for n in r.get("notes", []))
         if r["fwd"] == "skip":
             skipped.append(r["reason"])
             continue
@@ -586,6 +592,7 @@ def run_opinfo(op, dtype, max_samples=None, max_failures=3):
                     res["failures"].append({"dir": direction, "status": st, "kind": kind, "sample": r["sample"],
                                             "reason": reason, "count": 1})
     res["aten"] = sorted(fwd_ops)
+    res["notes"] = sorted(notes)
     res["aten_bwd"] = sorted(bwd_ops - fwd_ops)
     res["unclaimed"] = sorted(n for n in fwd_ops if classify(n)[0] == "missing")
     res["unclaimed_bwd"] = sorted(n for n in bwd_ops - fwd_ops if classify(n)[0] == "missing")

@@ -23,10 +23,7 @@ from run import CI_DTYPES, SLICE_OPS  # noqa: E402
 MAX_SAMPLES = 8
 
 # (op, dtype or None for all, direction) -> reason. Reported to the lowering owners.
-KNOWN = {
-    ("rsqrt", "bfloat16", "bwd"): "rsqrt_backward in bfloat16 rounds each step; the CPU computes in float "
-                                  "and rounds once (error ~4e-2 relative on some elements)",
-}
+KNOWN: dict = {}
 
 
 def _known(op, dtype, direction):
