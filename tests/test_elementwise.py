@@ -725,6 +725,21 @@ def test_complex_silu_and_sinc_at_zero():
     torch.testing.assert_close(torch.sinc(z.to(DEV)).cpu(), torch.sinc(z))
 
 
+def test_complex_logaddexp_with_the_cpus_special_values():
+    # Ordered by real part; equal infinite real parts follow C's complex exp
+    # and log (inf + nan*1j, an angle, or exactly 0 imaginary part).
+    inf, nan = float("inf"), float("nan")
+    x = torch.tensor([-inf + 1j, complex(inf, 2), complex(inf, 1), complex(inf, 0), complex(inf, 0.5),
+                      complex(nan, 0), complex(1, nan), 2 + 1j, complex(-inf, 0)], dtype=torch.complex64)
+    y = torch.tensor([-inf + 3j, complex(inf, 1), complex(inf, 1.2), complex(inf, 0), complex(inf, 0),
+                      1 + 1j, 0j, complex(nan, 1), 1 + 1j], dtype=torch.complex64)
+    for a, b in ((x, y), (y, x)):
+        want = torch.view_as_real(torch.logaddexp(a, b))
+        torch.testing.assert_close(torch.view_as_real(torch.logaddexp(a.to(DEV), b.to(DEV)).cpu()), want,
+                                   equal_nan=True)
+    check_complex(torch.logaddexp, cmake((4, 5), scale=2.0), cmake((4, 5), seed=3, scale=2.0))
+
+
 def test_complex_sgn_at_zero_and_conj_physical_of_conj_view():
     x = torch.tensor([0j, 3 + 4j, -2j], dtype=torch.complex64)
     check(torch.sgn, x)

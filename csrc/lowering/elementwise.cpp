@@ -825,10 +825,44 @@ Values lower_xlogy(Context& ctx, const Args& args) {
 
 // log(exp(x) + exp(y)) = max + log1p(exp(-|x - y|)); equal infinities would
 // make x - y NaN and are their own answer.
+// log(exp(x) + exp(y)) for real parts +inf, with C's complex rules (the
+// CPU's std::exp and std::log): exp(inf + iy) is inf (cos y + i sin y), and
+// exactly inf + 0i at y = 0; log of an infinite value is +inf + i arg.
+Value log_sum_at_inf(Builder& b, Value x, Value y) {
+  Value inf = splat(b, INFINITY, b.real(x)), zero = splat(b, 0, b.real(x));
+  auto part = [&](Value im, bool cosine) {
+    Value at_zero = cosine ? inf : zero;
+    Value v = b.mul(inf, cosine ? b.cosine(im) : b.sine(im));
+    return b.select(b.compare(im, zero, Compare::EQ), at_zero, v);
+  };
+  Value re = b.add(part(b.imag(x), true), part(b.imag(y), true));
+  Value im = b.add(part(b.imag(x), false), part(b.imag(y), false));
+  return b.complex(inf, b.atan2(im, re));
+}
+
+// Complex operands as the CPU's kernel: ordered by real part, max +
+// log1p(exp(min - max)); NaN in the smaller gives NaN; equal infinite real
+// parts give the smaller (-inf) or log(exp(min) + exp(max)) (+inf).
+Value complex_logaddexp(Builder& b, Value x, Value y) {
+  Value x_first = b.compare(b.real(x), b.real(y), Compare::LT);
+  Value lo = b.select(x_first, x, y), hi = b.select(x_first, y, x);
+  Value lo_re = b.real(lo), hi_re = b.real(hi);
+  Value r = b.add(b.log1p(b.exp(b.sub(lo, hi))), hi);
+  Value both_inf = b.and_(isinf_(b, lo_re), b.compare(lo_re, hi_re, Compare::EQ));
+  Value at_inf = b.select(b.compare(lo_re, splat(b, 0, lo_re), Compare::LT), lo, log_sum_at_inf(b, lo, hi));
+  r = b.select(both_inf, at_inf, r);
+  Value nan = splat(b, NAN, lo_re);
+  return b.select(b.or_(is_nan(b, lo_re), is_nan(b, b.imag(lo))), b.complex(nan, nan), r);
+}
+
 Values lower_logaddexp(Context& ctx, const Args& args) {
   Builder& b = ctx.b;
-  Values v = float_only_operands(ctx, args, "logaddexp_cpu");
   E t = result_type(ctx, {&args.at(0), &args.at(1)});
+  if (hlo::is_complex(t)) {
+    Values c = promoted(ctx, {&args.at(0), &args.at(1)}, t);
+    return {complex_logaddexp(b, c[0], c[1])};
+  }
+  Values v = float_only_operands(ctx, args, "logaddexp_cpu");
   Value hi = b.max(v[0], v[1]);
   Value r = b.add(hi, b.log1p(b.exp(b.neg(b.abs(b.sub(v[0], v[1]))))));
   Value same_inf = b.and_(b.compare(v[0], v[1], Compare::EQ), isinf_(b, v[0]));
