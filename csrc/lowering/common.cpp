@@ -1,6 +1,7 @@
 #include "lowering/common.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace torch_tpu::lowering {
 
@@ -197,6 +198,7 @@ Value cast(hlo::Builder& b, Value v, ElementType t) {
 }
 
 Value is_nan(hlo::Builder& b, Value x) { return b.compare(x, x, hlo::Compare::NE); }
+Value is_inf(hlo::Builder& b, Value x) { return b.compare(b.abs(x), splat(b, INFINITY, x), hlo::Compare::EQ); }
 
 namespace {
 Value nan_propagating(hlo::Builder& b, Value x, Value y, Value m) {

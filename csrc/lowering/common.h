@@ -71,6 +71,7 @@ Value vector_norm(Context& ctx, Value x, double ord, const Arg& dims_arg, bool k
 // whether stablehlo.maximum/minimum return a NaN of either operand (the CPU
 // plugin keeps only the first operand's). Integers go straight through.
 Value is_nan(hlo::Builder& b, Value x);
+Value is_inf(hlo::Builder& b, Value x);  // either infinity
 Value nan_max(hlo::Builder& b, Value x, Value y);
 Value nan_min(hlo::Builder& b, Value x, Value y);
 

@@ -436,9 +436,6 @@ Values float_predicate(Context& ctx, const Args& args) {
   if (!hlo::is_float(x.dtype())) return {ctx.b.full(0, E::Bool, x.shape())};
   return {F(ctx.b, x)};
 }
-Value isinf_(Builder& b, Value x) {
-  return b.compare(b.abs(x), splat(b, INFINITY, x), Compare::EQ);
-}
 Value isposinf_(Builder& b, Value x) { return b.compare(x, splat(b, INFINITY, x), Compare::EQ); }
 Value isneginf_(Builder& b, Value x) { return b.compare(x, splat(b, -INFINITY, x), Compare::EQ); }
 
@@ -823,8 +820,6 @@ Values lower_xlogy(Context& ctx, const Args& args) {
   return {cast(b, b.select(zero_x, splat(b, 0, r), r), t)};
 }
 
-// log(exp(x) + exp(y)) = max + log1p(exp(-|x - y|)); equal infinities would
-// make x - y NaN and are their own answer.
 // log(exp(x) + exp(y)) for real parts +inf, with C's complex rules (the
 // CPU's std::exp and std::log): exp(inf + iy) is inf (cos y + i sin y), and
 // exactly inf + 0i at y = 0; log of an infinite value is +inf + i arg.
@@ -848,13 +843,15 @@ Value complex_logaddexp(Builder& b, Value x, Value y) {
   Value lo = b.select(x_first, x, y), hi = b.select(x_first, y, x);
   Value lo_re = b.real(lo), hi_re = b.real(hi);
   Value r = b.add(b.log1p(b.exp(b.sub(lo, hi))), hi);
-  Value both_inf = b.and_(isinf_(b, lo_re), b.compare(lo_re, hi_re, Compare::EQ));
+  Value both_inf = b.and_(is_inf(b, lo_re), b.compare(lo_re, hi_re, Compare::EQ));
   Value at_inf = b.select(b.compare(lo_re, splat(b, 0, lo_re), Compare::LT), lo, log_sum_at_inf(b, lo, hi));
   r = b.select(both_inf, at_inf, r);
   Value nan = splat(b, NAN, lo_re);
   return b.select(b.or_(is_nan(b, lo_re), is_nan(b, b.imag(lo))), b.complex(nan, nan), r);
 }
 
+// log(exp(x) + exp(y)) = max + log1p(exp(-|x - y|)); equal infinities would
+// make x - y NaN and are their own answer.
 Values lower_logaddexp(Context& ctx, const Args& args) {
   Builder& b = ctx.b;
   E t = result_type(ctx, {&args.at(0), &args.at(1)});
@@ -865,7 +862,7 @@ Values lower_logaddexp(Context& ctx, const Args& args) {
   Values v = float_only_operands(ctx, args, "logaddexp_cpu");
   Value hi = b.max(v[0], v[1]);
   Value r = b.add(hi, b.log1p(b.exp(b.neg(b.abs(b.sub(v[0], v[1]))))));
-  Value same_inf = b.and_(b.compare(v[0], v[1], Compare::EQ), isinf_(b, v[0]));
+  Value same_inf = b.and_(b.compare(v[0], v[1], Compare::EQ), is_inf(b, v[0]));
   return {cast(b, b.select(same_inf, v[0], r), t)};
 }
 
@@ -996,7 +993,7 @@ TPU_LOWERING("aten::ge.Tensor", lower_compare<Compare::GE>);
 TPU_LOWERING("aten::gt.Scalar", lower_compare<Compare::GT>);
 TPU_LOWERING("aten::gt.Tensor", lower_compare<Compare::GT>);
 TPU_LOWERING("aten::hypot", lower_hypot);
-TPU_LOWERING("aten::isinf", float_predicate<isinf_>);
+TPU_LOWERING("aten::isinf", float_predicate<is_inf>);
 TPU_LOWERING("aten::isnan", float_predicate<is_nan>);
 TPU_LOWERING("aten::isneginf", float_predicate<isneginf_>);
 TPU_LOWERING("aten::isposinf", float_predicate<isposinf_>);

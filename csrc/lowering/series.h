@@ -19,7 +19,6 @@ inline Value gt(hlo::Builder& b, Value x, double v) { return b.compare(x, splat(
 inline Value ge(hlo::Builder& b, Value x, double v) { return b.compare(x, splat(b, v, x), hlo::Compare::GE); }
 inline Value eq(hlo::Builder& b, Value x, double v) { return b.compare(x, splat(b, v, x), hlo::Compare::EQ); }
 inline Value ne(hlo::Builder& b, Value x, double v) { return b.compare(x, splat(b, v, x), hlo::Compare::NE); }
-inline Value is_inf(hlo::Builder& b, Value x) { return eq(b, b.abs(x), INFINITY); }
 inline Value recip(hlo::Builder& b, Value x) { return b.div(splat(b, 1, x), x); }
 
 inline constexpr double kPi = 3.14159265358979323846;

@@ -20,7 +20,6 @@ using hlo::Compare;
 using E = ElementType;
 using Values = std::vector<Value>;
 
-
 Value trunc_(Builder& b, Value x) { return b.select(lt(b, x, 0), b.ceil(x), b.floor(x)); }
 
 // ---- gamma family
