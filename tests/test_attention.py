@@ -56,15 +56,15 @@ def reference(q, k, v, mask, causal, scale):
     return out
 
 
-def sdpa_grads(q, k, v, mask, causal, scale, up, wide=False):
+def sdpa_grads(q, k, v, mask, causal, scale, up, wide=False, attend=F.scaled_dot_product_attention):
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
     if wide:
         leaves = [t.detach().double().requires_grad_() for t in leaves]
     m = mask
     if wide and m is not None and m.is_floating_point():
         m = m.double()
-    gqa = q.dim() >= 3 and q.shape[-3] != k.shape[-3]
-    out = F.scaled_dot_product_attention(*leaves, attn_mask=m, is_causal=causal, scale=scale, enable_gqa=gqa)
+    gqa = q.dim() >= 3 and q.shape[-3] != k.shape[-3] and q.shape[-3] % k.shape[-3] == 0
+    out = attend(*leaves, attn_mask=m, is_causal=causal, scale=scale, enable_gqa=gqa)
     out.backward(up.double() if wide else up)
     return out.detach(), [t.grad for t in leaves]
 
@@ -195,3 +195,119 @@ def test_dropout_zero_matches_and_dropout_statistics():
     # Uniform attention over 64 ones: each output is the kept fraction / 0.75.
     mean = out.cpu().mean().item()
     assert abs(mean - 1.0) < 0.05
+
+
+# ---- padding: Hugging Face fills the additive mask of padded positions with
+# finfo(dtype).min, so a padded query row sees only finfo.min (the CPU then
+# averages v uniformly) and a padded key gets no weight. The reference is the
+# CPU's math path: the CPU's fused (flash) kernel gives the same forward, but
+# its backward rebuilds the probabilities from a float logsumexp that has lost
+# log(S) near -3.4e38, and returns S times the gradient on such rows.
+
+
+def math_attention(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+    if attn_mask is not None and attn_mask.dtype == torch.bool:  # as F.scaled_dot_product_attention does first
+        attn_mask = torch.zeros(attn_mask.shape, dtype=q.dtype).masked_fill(~attn_mask, -math.inf)
+    return A._scaled_dot_product_attention_math(q, k, v, attn_mask, 0.0, is_causal, None, scale=scale,
+                                                enable_gqa=enable_gqa)[0]
+
+
+PAD_QS, PAD_KS = (2, 4, 6, 8), (2, 2, 5, 8)
+# Mask shapes that broadcast to [B, H, L, S]; each pads its last query rows
+# (where it has a row dimension) and its last keys (in batch 0, where it has one).
+PAD_MASK_SHAPES = [(6, 5), (1, 5), (2, 1, 1, 5), (2, 1, 6, 5), (1, 4, 6, 5), (2, 4, 6, 5)]
+
+
+def padding_mask(shape, dtype, boolean=False):
+    keep = torch.ones(shape, dtype=torch.bool)
+    per_batch = len(shape) == 4 and shape[0] == 2
+    keep[(0,) if per_batch else ()][..., -2:] = False
+    if shape[-2] > 1:
+        keep[..., -2:, :] = False
+    if boolean:
+        return keep
+    return torch.zeros(shape, dtype=dtype).masked_fill(~keep, torch.finfo(dtype).min)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", PAD_MASK_SHAPES, ids=str)
+@pytest.mark.parametrize("boolean", [False, True], ids=["finfo_min", "bool"])
+def test_padded_rows_and_keys_match_the_cpu(dtype, shape, boolean):
+    q, k, v = randn(*PAD_QS, dtype=dtype), randn(*PAD_KS, dtype=dtype, seed=1), randn(*PAD_KS, dtype=dtype, seed=2)
+    mask = padding_mask(shape, dtype, boolean)
+    up = randn(*PAD_QS, dtype=dtype, seed=3)
+    out_r, g_r = sdpa_grads(q, k, v, mask, False, None, up, wide=True, attend=math_attention)
+    out_d, g_d = sdpa_grads(q.to(DEV), k.to(DEV), v.to(DEV), mask.to(DEV), False, None, up.to(DEV))
+    torch.testing.assert_close(out_d.cpu(), out_r.to(dtype), **tol(dtype))
+    for gd, gr in zip(g_d, g_r):
+        torch.testing.assert_close(gd.cpu(), gr.to(dtype), **tol(dtype))
+
+
+def test_padded_rows_average_the_values_as_on_the_cpu():
+    """The issue's example: a row masked with finfo.min everywhere is v's mean
+    over the keys on the CPU; tpu gave four times it (the logsumexp near
+    -3.4e38 lost its log(4))."""
+    q, k, v = randn(1, 1, 4, 8), randn(1, 1, 4, 8, seed=1), randn(1, 1, 4, 8, seed=2)
+    mask = torch.zeros(1, 1, 4, 4)
+    mask[..., 2:, :] = torch.finfo(torch.float32).min
+    out = F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), attn_mask=mask.to(DEV)).cpu()
+    torch.testing.assert_close(out[0, 0, 2:], v[0, 0].mean(0).expand(2, 8), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("scale", [None, 0.3])
+def test_padded_rows_with_scale_and_gqa_under_compile(scale):
+    q, k, v = randn(*PAD_QS), randn(*PAD_KS, seed=1), randn(*PAD_KS, seed=2)
+    mask = padding_mask((2, 1, 6, 5), torch.float32)
+
+    def attend(q, k, v, m):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=scale, enable_gqa=True)
+
+    leaves = [t.to(DEV).requires_grad_() for t in (q, k, v)]
+    out = torch.compile(attend, backend="tpu")(*leaves, mask.to(DEV))
+    out.sum().backward()
+    ref_leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    ref = math_attention(*ref_leaves, mask, scale=scale, enable_gqa=True)
+    ref.sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), ref.detach(), rtol=1e-4, atol=1e-4)
+    for got, want in zip(leaves, ref_leaves):
+        torch.testing.assert_close(got.grad.cpu(), want.grad, rtol=1e-4, atol=1e-4)
+
+
+# ---- batch dimensions that differ but broadcast (the CPU's math path
+# broadcasts them; Granite Speech's projector relies on it).
+
+BROADCAST_CASES = [
+    ((2, 3, 4, 8), (1, 3, 5, 8), (1, 3, 5, 8)),
+    ((1, 3, 4, 8), (2, 3, 5, 8), (2, 3, 5, 8)),
+    ((2, 1, 3, 4, 8), (1, 2, 3, 5, 8), (2, 2, 3, 5, 8)),
+    ((2, 1, 4, 8), (2, 3, 5, 8), (2, 3, 5, 8)),  # one query head against three
+]
+
+
+@pytest.mark.parametrize("case", BROADCAST_CASES, ids=str)
+@pytest.mark.parametrize("kind", ["none", "causal", "float"])
+def test_broadcasting_batch_dims_match_the_cpu(case, kind):
+    qs, ks, vs = case
+    q, k, v = randn(*qs), randn(*ks, seed=1), randn(*vs, seed=2)
+    mask = randn(qs[-2], ks[-2], seed=4) if kind == "float" else None
+    causal = kind == "causal"
+    out_c = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+    up = randn(*out_c.shape, seed=3)
+    out_r, g_r = sdpa_grads(q, k, v, mask, causal, None, up, wide=True)
+    dm = mask.to(DEV) if mask is not None else None
+    out_d, g_d = sdpa_grads(q.to(DEV), k.to(DEV), v.to(DEV), dm, causal, None, up.to(DEV))
+    assert out_d.shape == out_c.shape
+    torch.testing.assert_close(out_d.cpu(), out_r.float(), rtol=1e-4, atol=1e-4)
+    for gd, gr, t in zip(g_d, g_r, (q, k, v)):
+        assert gd.shape == t.shape
+        torch.testing.assert_close(gd.cpu(), gr.float(), rtol=1e-4, atol=1e-4)
+
+
+def test_batch_dims_that_do_not_broadcast_raise_as_on_the_cpu():
+    q, k = randn(2, 3, 4, 8), randn(3, 3, 5, 8)
+    with pytest.raises(RuntimeError) as cpu:
+        F.scaled_dot_product_attention(q, k, k)
+    with pytest.raises(RuntimeError) as dev:
+        F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), k.to(DEV))
+    assert type(dev.value) is type(cpu.value)

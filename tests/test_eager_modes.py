@@ -229,25 +229,59 @@ def test_debug_compare_cpu_agrees_and_reports_a_difference():
     assert "<string>:7" in r.stderr and "max abs error 1" in r.stderr
 
 
-def test_debug_compare_cpu_runs_ops_that_have_no_cpu_kernel():
-    # SDPA reaches _scaled_dot_product_fused_attention_overrideable, which
-    # only backends define: it runs uncompared (said once), its neighbours
-    # are still compared, and the result is the CPU's.
+SDPA_COMPARED = """
+    import math, torch, torch_tpu
+    import torch.nn.functional as F
+    torch_tpu.set_eager_mode("debug")
+    q, k, v = (torch.randn(2, 2, 4, 8) for _ in range(3))
+    mask = torch.zeros(4, 4)
+    mask[2:] = torch.finfo(torch.float32).min  # padded rows, as Hugging Face builds them
+    t = [x.to("tpu").requires_grad_() for x in (q, k, v)]
+    out = F.scaled_dot_product_attention(*t, attn_mask=mask.to("tpu"))
+    print("max error", (out.detach().cpu() - F.scaled_dot_product_attention(q, k, v, attn_mask=mask)).abs().max().item())
+    g = torch.ones_like(out)
+    out.backward(g)
+    print("backward done")
+"""
+
+
+def test_debug_compare_cpu_compares_sdpa_through_the_math_path():
+    # SDPA reaches _scaled_dot_product_fused_attention_overrideable and its
+    # backward, which only backends define: debug mode compares them with
+    # PyTorch's math path on the CPU, so a wrong lowering would be named.
+    r = run_python(SDPA_COMPARED, TPU_LAUNCH_BLOCKING="1", TORCH_TPU_DEBUG_COMPARE_CPU="1")
+    assert r.returncode == 0 and "backward done" in r.stdout, r.stderr[-2000:]
+    assert float(r.stdout.split("max error")[1].split()[0]) < 1e-5
+    assert "not compared" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("op, where", [
+    ("_scaled_dot_product_fused_attention_overrideable'", "out = F.scaled_dot_product_attention(*t"),
+    ("_scaled_dot_product_fused_attention_overrideable_backward'", "out.backward(g)"),
+])
+def test_debug_compare_cpu_names_a_differing_sdpa(op, where):
+    # The test hook shifts the next CPU reference by 1: the forward (or the
+    # backward) is then reported as differing, by name.
+    assert where in SDPA_COMPARED
+    code = SDPA_COMPARED.replace(where, "torch_tpu._C._offset_next_cpu_reference(1.0); " + where, 1)
+    r = run_python(code, TPU_LAUNCH_BLOCKING="1", TORCH_TPU_DEBUG_COMPARE_CPU="1")
+    assert r.returncode != 0
+    assert "differs from the CPU" in r.stderr and "aten::" + op in r.stderr, r.stderr[-2000:]
+
+
+def test_debug_compare_cpu_leaves_sdpa_dropout_uncompared():
     r = run_python("""
         import torch, torch_tpu
         torch_tpu.set_eager_mode("debug")
-        q = torch.randn(1, 2, 4, 8)
-        ref = torch.nn.functional.scaled_dot_product_attention(q, q, q)
-        t = q.to("tpu")
+        t = torch.randn(1, 2, 4, 8).to("tpu")
         for _ in range(2):
-            out = torch.nn.functional.scaled_dot_product_attention(t, t, t).cpu()
-        print("max error", (out - ref).abs().max().item())
+            out = torch.nn.functional.scaled_dot_product_attention(t, t, t, dropout_p=0.5)
+        print("finite", bool(out.isfinite().all()))
         torch_tpu._C._offset_next_cpu_reference(1.0)
         z = t * 3
     """, TPU_LAUNCH_BLOCKING="1", TORCH_TPU_DEBUG_COMPARE_CPU="1")
-    assert "max error" in r.stdout, r.stderr
-    assert float(r.stdout.split("max error")[1]) < 1e-5
-    assert r.stderr.count("has no CPU kernel; its results are not compared") == 1, r.stderr
+    assert "finite True" in r.stdout, r.stderr
+    assert r.stderr.count("draws its own mask; its results are not compared") == 1, r.stderr
     assert r.returncode != 0 and "aten::mul.Tensor" in r.stderr  # comparing still works after it
 
 

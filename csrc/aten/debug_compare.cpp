@@ -1,5 +1,6 @@
 #include "aten/debug_compare.h"
 
+#include "aten/debug_reference.h"
 #include "aten/origin.h"
 #include "aten/tensor_bridge.h"
 #include "common/tolerance.h"
@@ -79,25 +80,29 @@ void compare_with_cpu(const c10::OperatorHandle& op, std::vector<c10::IValue> ho
                       const std::vector<int>& written, const std::vector<at::Tensor>& tpu_results) {
   const auto& name = op.schema().operator_name();
   std::string full = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-  torch::jit::Stack stack(host_args.begin(), host_args.end());
-  try {
-    op.callBoxed(&stack);
-  } catch (const c10::NotImplementedError&) {
-    // An op only backends define (SDPA's _overrideable kernel) has no CPU
-    // reference to ask: it is left uncompared, and said so once.
-    warn_once("debug_compare:" + full, "TORCH_TPU_DEBUG_COMPARE_CPU: " + full +
-                                           " has no CPU kernel; its results are not compared");
-    return;
-  }
   std::vector<at::Tensor> cpu_results;
-  if (!written.empty()) {
-    for (int w : written)
-      if (host_args[w].isTensor()) cpu_results.push_back(host_args[w].toTensor());
+  if (auto reference = backend_only_reference(full, host_args)) {
+    cpu_results = std::move(*reference);
   } else {
-    for (const auto& v : stack) {
-      if (v.isTensor()) cpu_results.push_back(v.toTensor());
-      else if (v.isTensorList())
-        for (const auto& t : v.toTensorVector()) cpu_results.push_back(t);
+    torch::jit::Stack stack(host_args.begin(), host_args.end());
+    try {
+      op.callBoxed(&stack);
+    } catch (const c10::NotImplementedError&) {
+      // An op only backends define, with no reference of our own: it is
+      // left uncompared, and said so once.
+      warn_once("debug_compare:" + full, "TORCH_TPU_DEBUG_COMPARE_CPU: " + full +
+                                             " has no CPU kernel; its results are not compared");
+      return;
+    }
+    if (!written.empty()) {
+      for (int w : written)
+        if (host_args[w].isTensor()) cpu_results.push_back(host_args[w].toTensor());
+    } else {
+      for (const auto& v : stack) {
+        if (v.isTensor()) cpu_results.push_back(v.toTensor());
+        else if (v.isTensorList())
+          for (const auto& t : v.toTensorVector()) cpu_results.push_back(t);
+      }
     }
   }
   for (size_t i = 0; i < cpu_results.size() && i < tpu_results.size(); ++i)

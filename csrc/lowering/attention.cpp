@@ -4,7 +4,7 @@
 // a softmax that leaves fully masked rows at zero (PyTorch's math backend
 // does the same), optional dropout, then the product with v. Half-precision
 // inputs are computed in f32; the backward recomputes the probabilities from
-// the saved logsumexp instead of keeping them.
+// the scores instead of keeping them.
 //
 // Layout: q [..., Hq, L, E], k [..., Hk, S, E], v [..., Hk, S, Ev], any
 // number of leading batch dims. When Hq is a multiple of Hk (grouped-query
@@ -125,24 +125,37 @@ Value scores(Builder& b, const Attention& at) {
   return s;
 }
 
-// The logsumexp of every row, with -inf for rows that see nothing.
-Value row_logsumexp(Builder& b, Value s) {
+// Softmax over the last dimension, kept as its shift (the row max, 0 for a
+// row of -inf) and the sum of exp(s - shift). The probabilities divide by that
+// sum rather than subtracting the logsumexp: with an additive mask of
+// finfo.min (how Hugging Face pads), a row's scores sit near -3.4e38, where
+// float32 cannot hold log(sum) + max; subtracting that rounded logsumexp gave
+// every key a probability of 1 instead of 1 / S.
+struct RowSoftmax {
+  Value shift, sum;
+};
+
+RowSoftmax row_softmax(Builder& b, Value s) {
   int64_t last = s.rank() - 1;
   Shape row = reduced_shape(s.shape(), {last}, false);
   Value m = b.reduce_max(s, {last});
   // A row of -inf would give exp(-inf - -inf) = NaN; shifting it by 0 keeps it -inf.
-  Value finite = b.is_finite(m);
-  Value shift = b.select(finite, m, b.zeros(s.dtype(), row));
+  Value shift = b.select(b.is_finite(m), m, b.zeros(s.dtype(), row));
   Value sum = b.reduce_sum(b.exp(b.sub(s, b.broadcast_in_dim(shift, s.shape(), iota_dims(last)))), {last});
-  return b.add(b.log(sum), shift);
+  return {shift, sum};
 }
 
-// softmax(s) from the row logsumexp; rows that see nothing are all zero.
-Value probabilities(Builder& b, Value s, Value lse) {
+// The logsumexp of every row, with -inf for rows that see nothing.
+Value row_logsumexp(Builder& b, const RowSoftmax& r) { return b.add(b.log(r.sum), r.shift); }
+
+// softmax(s); rows that see nothing (a zero sum) are all zero, as PyTorch's safe softmax.
+Value probabilities(Builder& b, Value s, const RowSoftmax& r) {
   int64_t last = s.rank() - 1;
-  Value l = b.broadcast_in_dim(lse, s.shape(), iota_dims(last));
-  Value p = b.exp(b.sub(s, l));
-  return b.select(b.is_finite(l), p, b.zeros(s.dtype(), s.shape()));
+  Dims keep = iota_dims(last);
+  Value p = b.div(b.exp(b.sub(s, b.broadcast_in_dim(r.shift, s.shape(), keep))),
+                  b.broadcast_in_dim(r.sum, s.shape(), keep));
+  Value sees = b.compare(r.sum, b.zeros(s.dtype(), r.sum.shape()), Compare::GT);
+  return b.select(b.broadcast_in_dim(sees, s.shape(), keep), p, b.zeros(s.dtype(), s.shape()));
 }
 
 // ---- dropout: the mask is a function of (seed, offset) alone, so the
@@ -194,8 +207,9 @@ Values lower_sdpa_overrideable(Context& ctx, const Args& a) {
   double dropout = a[4].as_float();
   Attention at = read(ctx, q, k, v, a[3].opt_tensor(), a[5].as_bool(), a[7], op);
   Value s = scores(b, at);
-  Value lse = row_logsumexp(b, s);
-  Value p = probabilities(b, s, lse);
+  RowSoftmax rows = row_softmax(b, s);
+  Value lse = row_logsumexp(b, rows);
+  Value p = probabilities(b, s, rows);
   Value seed = b.constant_int(0, E::I64), offset = b.constant_int(0, E::I64);
   if (dropout > 0) {
     const Arg* rng = find_rng(a);
@@ -234,14 +248,15 @@ Values lower_sdpa_overrideable_backward(Context& ctx, const Args& a) {
   const char* op = "_scaled_dot_product_fused_attention_overrideable_backward";
   Value g = a[0].as_tensor(), q = a[1].as_tensor(), k = a[2].as_tensor(), v = a[3].as_tensor();
   auto bias = a[4].opt_tensor();
-  Value lse = a[7].as_tensor();
   double dropout = a[12].as_float();
   Attention at = read(ctx, q, k, v, bias, a[13].as_bool(), a[16], op);
   int64_t r = at.rank();
   Dims batch = at.batch();
 
+  // The saved logsumexp is not reused: near finfo.min it has lost the
+  // log(sum) term (see row_softmax), so the probabilities are recomputed.
   Value s = scores(b, at);
-  Value p = probabilities(b, s, cast(b, lse, at.acc));
+  Value p = probabilities(b, s, row_softmax(b, s));
   Value go = cast(b, g, at.acc);
   // dP before dropout is dO vᵀ through the kept entries, rescaled.
   Value dp = b.dot_general(go, at.v, batch, batch, {r - 1}, {r - 1}, at.acc);
