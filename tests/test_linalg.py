@@ -209,3 +209,13 @@ def test_tri_indices(args):
         torch.testing.assert_close(d.cpu(), fn(*args))
     torch.testing.assert_close(torch.tril_indices(*args, device=DEV, dtype=torch.int32).cpu(),
                                torch.tril_indices(*args, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.complex64], ids=str)
+def test_bucketize_refuses_types_the_cpu_cannot_order(dtype):
+    v, bounds = torch.tensor([1, 0]).to(dtype), torch.tensor([0, 1]).to(dtype)
+    with pytest.raises(NotImplementedError) as cpu:
+        torch.bucketize(v, bounds)
+    with pytest.raises(NotImplementedError, match="not implemented for") as dev:
+        torch.bucketize(v.to(DEV), bounds.to(DEV))
+    assert str(cpu.value).split("for ")[-1] == str(dev.value).split("for ")[-1]

@@ -469,3 +469,80 @@ def test_complex_logsumexp():
     for dim, keep in [(1, True), (0, False), ((0, 1), False)]:
         torch.testing.assert_close(torch.logsumexp(x.to("tpu"), dim, keep).cpu(),
                                    torch.logsumexp(x, dim, keep), rtol=1e-5, atol=1e-5)
+
+
+# ---- PyTorch's edges, from its documented behaviour and its CPU kernels
+
+def same_outcome(fn, *inputs):
+    """fn raises the same exception type on tpu as on the CPU, or gives the same result."""
+    try:
+        want = fn(*inputs)
+    except Exception as e:  # noqa: BLE001 - the CPU's exception is the reference
+        with pytest.raises(type(e)) as got:
+            fn(*(to_dev(x) for x in inputs))
+        # The CPU names its kernel ("xor_sum_cpu"); a device's is its own.
+        want_msg = str(e).split("\n")[0].replace('_cpu"', '"')
+        assert want_msg in str(got.value), (str(e), str(got.value))
+        return
+    got = fn(*(to_dev(x) for x in inputs))
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+
+
+# The CPU keeps a reduction's dims in a 64-bit mask: more than 64 dims are
+# refused when dims are named (and by all/any/vector_norm/flip even without),
+# while sum()/amax()/prod() over everything run.
+WIDE = [
+    lambda x: x.sum(0), lambda x: x.nansum(0), lambda x: x.mean(0), lambda x: x.amax(0), lambda x: x.amin(0),
+    lambda x: x.max(0).values, lambda x: x.argmax(0), lambda x: x.argmin(0), lambda x: x.std(0),
+    lambda x: torch.var_mean(x, 0)[0], lambda x: torch.count_nonzero(x, 0), lambda x: torch.linalg.vector_norm(x),
+    lambda x: torch.linalg.vector_norm(x, dim=0), lambda x: x.prod(0), lambda x: x.logsumexp(0), lambda x: x.all(),
+    lambda x: x.any(0), lambda x: x.all(dim=(0, 1)), lambda x: torch.aminmax(x, dim=0)[0],
+    lambda x: torch.masked._ops.sum(x, 0, mask=x > 0), lambda x: torch.masked._ops.argmax(x, 0, mask=x > 0),
+    lambda x: x.flip(0), lambda x: torch.hash_tensor(x, dim=0),
+    lambda x: x.sum(), lambda x: x.amax(), lambda x: x.prod(), lambda x: x.argmax(), lambda x: torch.count_nonzero(x),
+]
+
+
+@pytest.mark.parametrize("i", range(len(WIDE)))
+@pytest.mark.parametrize("rank", [64, 65])
+def test_reductions_refuse_more_than_64_dims_as_the_cpu(i, rank):
+    same_outcome(WIDE[i], torch.ones([1] * rank))
+
+
+ANY_ALL = [
+    lambda x: torch.all(x, dim=()), lambda x: torch.any(x, dim=()), lambda x: torch.all(x, dim=[], keepdim=True),
+    lambda x: torch.any(x, dim=[1], keepdim=True), lambda x: torch.all(x, 0), lambda x: torch.any(x),
+    lambda x: torch.amax(x, dim=()), lambda x: torch.amin(x, dim=[]),
+]
+
+
+@pytest.mark.parametrize("i", range(len(ANY_ALL)))
+@pytest.mark.parametrize("shape", [(2, 3), (0, 3), (2, 0), ()], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8, torch.bool], ids=str)
+def test_all_any_over_no_dims_and_empty_dims(i, shape, dtype):
+    """all/any over an empty dim list reduce nothing (the elementwise truth
+    value, uint8 kept); amax/amin over no dims of an empty tensor ask for a dim."""
+    same_outcome(ANY_ALL[i], make(shape, dtype))
+
+
+HASHED = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int8, torch.uint8, torch.int64,
+          torch.int32, torch.bool]
+
+
+@pytest.mark.parametrize("dtype", HASHED, ids=str)
+@pytest.mark.parametrize("dim, keepdim", [([], False), (0, False), (1, True), ([0, 1], True)])
+def test_hash_tensor_matches_the_cpu(dtype, dim, keepdim):
+    x = make((3, 5), dtype, seed=4)
+    if dtype.is_floating_point:
+        x[0, 0], x[1, 1] = float("nan"), -0.0
+    same_outcome(lambda t: torch.hash_tensor(t, dim=dim, keepdim=keepdim), x)
+
+
+def test_hash_tensor_hand_computed_and_refusals():
+    # 1.0 and 2.0 as doubles: 0x3ff0... xor 0x4000... = 0x7ff0...
+    got = torch.hash_tensor(torch.tensor([1.0, 2.0], device=DEV))
+    assert got.dtype == torch.uint64 and got.cpu().item() == 0x7FF0000000000000
+    assert torch.hash_tensor(torch.tensor([-1], dtype=torch.int8, device=DEV)).cpu().item() == 2**64 - 1
+    for bad in [lambda t: torch.hash_tensor(t, mode=1), lambda t: torch.hash_tensor(t.to(torch.complex64)),
+                lambda t: torch.hash_tensor(t[:0], dim=0), lambda t: torch.hash_tensor(t[:0])]:
+        same_outcome(bad, torch.ones(3, 2))

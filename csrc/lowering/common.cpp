@@ -241,12 +241,17 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& dims, bool k
   return out;
 }
 
+void check_dim_mask_rank(int64_t rank) {
+  TPU_CHECK(rank <= 64, ErrorKind::Runtime, "only tensors with up to 64 dims are supported");
+}
+
 std::vector<int64_t> reduction_dims(const Arg& dims_arg, int64_t rank) {
   if (dims_arg.kind == Arg::Kind::None || (dims_arg.kind == Arg::Kind::IntList && dims_arg.ints.empty())) {
     std::vector<int64_t> all(rank);
     for (int64_t i = 0; i < rank; ++i) all[i] = i;
     return all;
   }
+  check_dim_mask_rank(rank);
   if (dims_arg.kind == Arg::Kind::Int) return wrap_dims({dims_arg.i}, rank);
   return wrap_dims(dims_arg.as_ints(), rank);
 }

@@ -50,8 +50,13 @@ Value binary_op(Context& ctx, const Arg& a, const Arg& c, BinaryFn fn,
 
 // The shape of `shape` with `dims` removed (keepdim=false) or set to 1.
 Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& dims, bool keepdim);
-// dims of a reduction: empty/None means all dims.
+// dims of a reduction: empty/None means all dims. Given dims are refused, as
+// check_dim_mask_rank, on a tensor of more than 64 dims.
 std::vector<int64_t> reduction_dims(const Arg& dims_arg, int64_t rank);
+// PyTorch's reductions hold the reduced dims in a 64-bit mask and refuse
+// higher ranks (those given dims, and all/any/vector_norm even without); the
+// same inputs fail here as on the CPU.
+void check_dim_mask_rank(int64_t rank);
 
 // The values of linspace(lo, hi, steps) in the type of the rank-0 lo and hi,
 // with PyTorch's operation order (step = (hi - lo) / (steps - 1), each

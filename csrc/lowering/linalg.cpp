@@ -255,6 +255,8 @@ Values lower_isin(Context& ctx, const Args& a) {
 // the right side). `seq` is (.., m) with the leading dims of `vals`, or 1-D.
 Value count_below(Builder& b, Value seq, Value vals, bool right, bool int32) {
   E t = promote(seq.dtype(), vals.dtype());
+  TPU_CHECK(t != E::Bool && !hlo::is_complex(t), ErrorKind::NotImplemented,
+            "\"searchsorted_out\" not implemented for '", scalar_type_name(t), "'");
   seq = cast(b, seq, t), vals = cast(b, vals, t);
   int64_t m = seq.shape()[seq.rank() - 1];
   Shape s = vals.shape();

@@ -1,5 +1,5 @@
 // Reductions and scans. Every op here is one of a few kinds of combination
-// (sum, product, max, min, and, or) applied by one stablehlo.reduce; what
+// (sum, product, max, min, and, or, xor) applied by one stablehlo.reduce; what
 // differs between ATen ops is PyTorch's choice of result dtype, the dims, and
 // the checks, which each lowering spells out.
 #include <cmath>
@@ -22,7 +22,7 @@ bool is_half(E t) { return t == E::F16 || t == E::BF16; }
 // keeps long sums from drifting away from the CPU result.
 E acc_type(E t) { return is_half(t) ? E::F32 : t; }
 
-enum class Kind { Sum, Prod, Max, Min, And, Or };
+enum class Kind { Sum, Prod, Max, Min, And, Or, Xor };
 
 Value identity(Builder& b, Kind k, E t) {
   switch (k) {
@@ -32,6 +32,7 @@ Value identity(Builder& b, Kind k, E t) {
     case Kind::Min: return b.max_value(t);
     case Kind::And: return b.constant_bool(true);
     case Kind::Or: return b.constant_bool(false);
+    case Kind::Xor: return b.constant(0, t);
   }
   fail(ErrorKind::Runtime, "unknown reduction kind");
 }
@@ -44,6 +45,7 @@ Value combine(Builder& b, Kind k, Value acc, Value x) {
     case Kind::Prod: return b.mul(acc, x);
     case Kind::And: return b.and_(acc, x);
     case Kind::Or: return b.or_(acc, x);
+    case Kind::Xor: return b.xor_(acc, x);
     case Kind::Max: return nan_max(b, acc, x);
     case Kind::Min: return nan_min(b, acc, x);
   }
@@ -119,16 +121,28 @@ Value mean_of(Context& ctx, const Arg& self, const Arg& dims_arg, bool keepdim, 
   return cast(b, keep(b, b.div(s, n), x.shape(), dims, keepdim), out);
 }
 
-// amax/amin/max/min over no elements have no identity in PyTorch.
-void check_nonempty(const char* op, const Value& x, const std::vector<int64_t>& dims) {
+// amax/amin/max/min over no elements have no identity in PyTorch. `sep`
+// follows the op's name in the message ("amax(): ", but "hash_tensor: ").
+void check_nonempty(const char* op, const Value& x, const std::vector<int64_t>& dims, const char* sep = "(): ") {
   for (int64_t d : dims)
-    TPU_CHECK(x.shape()[d] != 0, ErrorKind::Index, op, "(): Expected reduction dim ", d,
-              " to have non-zero size.");
+    TPU_CHECK(x.shape()[d] != 0, ErrorKind::Index, op, sep, "Expected reduction dim ", d, " to have non-zero size.");
+}
+
+// Reducing every dim (no dims given) of an empty tensor: PyTorch asks for a dim.
+void check_nonempty_all(const char* op, const Value& x, const char* sep = "(): ") {
+  TPU_CHECK(x.type.numel() != 0, ErrorKind::Runtime, op, sep,
+            "Expected reduction dim to be specified for input.numel() == 0. Specify the "
+            "reduction dim with the 'dim' argument.");
+}
+
+bool names_no_dims(const Arg& dims_arg) {
+  return dims_arg.kind == Arg::Kind::None || (dims_arg.kind == Arg::Kind::IntList && dims_arg.ints.empty());
 }
 
 Value extreme(Context& ctx, Kind k, const char* op, const Arg& self, const Arg& dims_arg,
               bool keepdim) {
   Value x = self.as_tensor();
+  if (names_no_dims(dims_arg)) check_nonempty_all(op, x);
   auto dims = reduction_dims(dims_arg, x.rank());
   check_nonempty(op, x, dims);
   return keep(ctx.b, reduce(ctx.b, k, x, dims), x.shape(), dims, keepdim);
@@ -136,9 +150,7 @@ Value extreme(Context& ctx, Kind k, const char* op, const Arg& self, const Arg& 
 
 Value extreme_all(Context& ctx, Kind k, const char* op, const Arg& self) {
   Value x = self.as_tensor();
-  TPU_CHECK(x.type.numel() != 0, ErrorKind::Runtime, op,
-            "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
-            "reduction dim with the 'dim' argument.");
+  check_nonempty_all(op, x);
   return reduce(ctx.b, k, x, reduction_dims(Arg{}, x.rank()));
 }
 
@@ -196,6 +208,7 @@ std::pair<Value, Value> arg_reduce(Builder& b, Kind k, Value x, int64_t dim) {
 std::vector<Value> extreme_dim(Context& ctx, Kind k, const char* op, const Args& args) {
   Value x = args[0].as_tensor();
   int64_t dim = wrap_dim(args[1].as_int(), x.rank());
+  check_dim_mask_rank(x.rank());
   bool keepdim = arg_keepdim(args[2]);
   Builder& b = ctx.b;
   if (x.rank() == 0) return {x, b.constant_int(0, E::I64)};
@@ -216,17 +229,22 @@ Value arg_index(Context& ctx, Kind k, const char* op, const Args& args) {
     return keepdim ? b.reshape(i, Shape(x.rank(), 1)) : i;
   }
   int64_t dim = wrap_dim(args[1].as_int(), x.rank());
+  check_dim_mask_rank(x.rank());
   if (x.rank() == 0) return b.constant_int(0, E::I64);
   check_nonempty(op, x, {dim});
   return keep(b, arg_reduce(b, k, x, dim).second, x.shape(), {dim}, keepdim);
 }
 
 // any/all: bool results, except that uint8 inputs give uint8 (PyTorch keeps
-// that legacy behaviour).
+// that legacy behaviour). An empty dim list reduces nothing (unlike sum's,
+// which reduces everything): the result is the elementwise truth value.
 Value logical(Context& ctx, Kind k, const Arg& self, const Arg& dims_arg, bool keepdim) {
   Builder& b = ctx.b;
   Value x = self.as_tensor();
   Value p = x.dtype() == E::Bool ? x : b.compare(x, b.zeros(x.dtype(), x.shape()), Compare::NE);
+  check_dim_mask_rank(x.rank());
+  if (dims_arg.kind == Arg::Kind::IntList && dims_arg.ints.empty())
+    return x.dtype() == E::U8 ? b.convert(p, E::U8) : p;
   auto dims = reduction_dims(dims_arg, x.rank());
   Value r = keep(b, reduce(b, k, p, dims), x.shape(), dims, keepdim);
   return x.dtype() == E::U8 ? b.convert(r, E::U8) : r;
@@ -377,6 +395,7 @@ Value vector_norm(Context& ctx, Value x, double ord, const Arg& dims_arg, bool k
   TPU_CHECK(hlo::is_float(in) || hlo::is_complex(in), ErrorKind::Runtime,
             "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
             scalar_type_name(x.dtype()));
+  check_dim_mask_rank(x.rank());
   auto dims = reduction_dims(dims_arg, x.rank());
   if (std::isinf(ord))
     TPU_CHECK(count(x.shape(), dims) != 0, ErrorKind::Runtime,
@@ -494,6 +513,26 @@ std::vector<Value> lower_renorm(Context& ctx, const Args& a) {
   E op = opmath(t);
   return {cast(b, b.mul(cast(b, x, op), cast(b, factor, op)), t)};
 }
+// hash_tensor(self, dim=[], *, keepdim, mode): mode 0 xors the elements as
+// 64-bit words: floats as the bits of their double value, signed integers
+// sign-extended, unsigned ones and bools zero-extended (the CPU's xor_sum).
+std::vector<Value> lower_hash_tensor(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value x = a[0].as_tensor();
+  int64_t mode = a[3].as_int();
+  TPU_CHECK(mode == 0, ErrorKind::Runtime, "Unknown hash_tensor mode: ", mode);
+  TPU_CHECK(!hlo::is_complex(x.dtype()), ErrorKind::NotImplemented, "\"xor_sum\" not implemented for '",
+            scalar_type_name(x.dtype()), "'");
+  hlo::TensorType words{E::U64, x.shape()};
+  Value w = hlo::is_float(x.dtype())        ? b.bitcast_convert(b.convert(x, E::F64), words)
+            : hlo::is_signed_int(x.dtype()) ? b.bitcast_convert(b.convert(x, E::I64), words)
+                                            : b.convert(x, E::U64);
+  if (names_no_dims(a[1])) check_nonempty_all("hash_tensor", x, ": ");
+  check_dim_mask_rank(x.rank());
+  auto dims = reduction_dims(a[1], x.rank());
+  check_nonempty("hash_tensor", x, dims, ": ");
+  return {keep(b, reduce(b, Kind::Xor, w, dims), x.shape(), dims, arg_keepdim(a[2]))};
+}
 std::vector<Value> lower_logcumsumexp(Context& ctx, const Args& a) {
   return {log_cumsum_exp(ctx, a)};
 }
@@ -569,6 +608,7 @@ TPU_LOWERING("aten::cummax", lower_cummax);
 TPU_LOWERING("aten::cummin", lower_cummin);
 TPU_LOWERING("aten::cumprod", lower_cumprod);
 TPU_LOWERING("aten::cumsum", lower_cumsum);
+TPU_LOWERING("aten::hash_tensor", lower_hash_tensor);
 TPU_LOWERING("aten::linalg_vector_norm", lower_linalg_vector_norm, /*static_numbers=*/true);
 TPU_LOWERING("aten::logcumsumexp", lower_logcumsumexp);
 TPU_LOWERING("aten::logsumexp", lower_logsumexp);

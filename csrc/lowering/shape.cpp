@@ -123,6 +123,7 @@ std::vector<Value> lower_constant_pad_nd(Context& ctx, const Args& a) {
 
 std::vector<Value> lower_flip(Context& ctx, const Args& a) {
   Value x = a[0].as_tensor();
+  check_dim_mask_rank(x.rank());  // the CPU's flip holds its dims in the same 64-bit mask
   Dims dims = wrap_dims(a[1].as_ints(), x.rank());
   if (dims.empty()) return {x};
   return {ctx.b.reverse(x, dims)};
