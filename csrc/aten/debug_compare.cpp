@@ -2,7 +2,7 @@
 
 #include "aten/origin.h"
 #include "aten/tensor_bridge.h"
-#include "common/tolerance.h"
+#include "aten/tolerance.h"
 #include "common/warning.h"
 
 namespace torch_tpu::aten {
