@@ -3,7 +3,7 @@
 #include "aten/debug_reference.h"
 #include "aten/origin.h"
 #include "aten/tensor_bridge.h"
-#include "common/tolerance.h"
+#include "aten/tolerance.h"
 #include "common/warning.h"
 
 namespace torch_tpu::aten {

@@ -15,7 +15,7 @@
 #include "aten/tensor_bridge.h"
 #include "common/env.h"
 #include "common/fork_guard.h"
-#include "common/tolerance.h"
+#include "aten/tolerance.h"
 #include "common/warning.h"
 #include "lowering/registry.h"
 #include "runtime/device_copy.h"
@@ -148,7 +148,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_tolerance", [](const std::string& dtype, const std::string& op) {
     py::object d = py::module::import("torch").attr(dtype.c_str());
-    auto t = tolerance(aten::to_hlo(reinterpret_cast<THPDtype*>(d.ptr())->scalar_type), op);
+    auto t = aten::tolerance(aten::to_hlo(reinterpret_cast<THPDtype*>(d.ptr())->scalar_type), op);
     return py::make_tuple(t.rtol, t.atol);
   });
   m.def("_cache_dir", []() { return runtime::disk_cache().dir(); });

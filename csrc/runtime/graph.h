@@ -69,7 +69,7 @@ struct Node {
 // on padded inputs (runtime/dynamic_dims.h) as "aten::cat (padded)".
 std::string node_name(const Node& node);
 
-struct CompileJob;  // runtime/executor.cpp
+struct CompileJob;  // runtime/executor_internal.h
 
 class Graph : public std::enable_shared_from_this<Graph> {
  public:

@@ -17,7 +17,7 @@
 
 namespace torch_tpu::runtime {
 
-struct CompiledProgram;  // runtime/executor.cpp
+struct CompiledProgram;  // runtime/executor_internal.h
 
 class Runtime {
  public:

@@ -3,13 +3,15 @@
 // ops whose XLA algorithm differs from the CPU kernel's, each with its
 // reason) are kept sorted by op name. Tests read it through
 // torch_tpu.tolerance(); debug mode's CPU comparison uses it directly.
+// It lives beside those two readers: keyed by hlo's element types, it
+// cannot sit in common/, the floor that includes nothing above it.
 #pragma once
 
 #include <string>
 
 #include "hlo/types.h"
 
-namespace torch_tpu {
+namespace torch_tpu::aten {
 
 struct Tolerance {
   double rtol = 0, atol = 0;
@@ -17,4 +19,4 @@ struct Tolerance {
 
 Tolerance tolerance(hlo::ElementType dtype, const std::string& op = "");
 
-}  // namespace torch_tpu
+}  // namespace torch_tpu::aten

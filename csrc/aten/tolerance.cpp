@@ -1,9 +1,9 @@
-#include "common/tolerance.h"
+#include "aten/tolerance.h"
 
 #include <algorithm>
 #include <map>
 
-namespace torch_tpu {
+namespace torch_tpu::aten {
 
 namespace {
 
@@ -52,4 +52,4 @@ Tolerance tolerance(hlo::ElementType dtype, const std::string& op) {
   return t;
 }
 
-}  // namespace torch_tpu
+}  // namespace torch_tpu::aten

@@ -1,0 +1,155 @@
+// What the executor's files share (runtime/executor.h is the public face).
+// An op's way through them, in order:
+//   recorder.cpp       the op becomes a node of its device's recording graph;
+//   program_key.cpp    the node's signature and, at a launch, the program key;
+//   cut_policy.cpp     after each node: flush now (strict, debug, a cut) or keep;
+//   flush.cpp          a flush takes the graph's live results and launches it;
+//   launch.cpp         the program is found or built, its arguments fed, and it
+//                      launches here or on the worker; settling adopts results;
+//   compile_worker.cpp the thread that compiles and launches in flush order;
+//   debug_checks.cpp   debug mode's wait and NaN/Inf check after an op.
+// Beside that path: capture.cpp (torch.compile), eager_mode.cpp (the mode
+// and its switch), copies.cpp (uploads, constants and copies through views).
+//
+// One recursive mutex (`mu`) guards recording, flushing and settling; every
+// entry point takes it, so the state below is only touched under it.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "runtime/device_timeline.h"
+#include "runtime/eager_mode.h"
+#include "runtime/executor.h"
+#include "runtime/runtime.h"
+
+namespace torch_tpu::runtime {
+
+// A compiled graph and what each launch must feed it.
+struct CompiledProgram {
+  std::unique_ptr<pjrt::Executable> exe;
+  std::vector<NumberParam> numbers;  // parameters after the graph's buffers
+  std::vector<bool> donated;         // per graph buffer parameter
+};
+
+// One launch of a graph: compile (if new) and execute. It runs on the
+// calling thread (strict, debug) or, in defer_and_fuse, on the compile
+// worker, touching nothing but its own fields; the recording thread then
+// adopts its outputs into the graph's live buffers.
+struct CompileJob {
+  std::shared_ptr<CompiledProgram> program;
+  std::string key, mlir, failure;
+  std::vector<hlo::TensorType> out_types;
+  int device = 0;
+  std::vector<const pjrt::Buffer*> args;
+  std::vector<std::shared_ptr<DeviceBuffer>> params;
+  std::vector<std::shared_ptr<pjrt::Buffer>> numbers;
+  std::vector<std::unique_ptr<pjrt::Buffer>> states;
+  std::vector<std::weak_ptr<DeviceBuffer>> live;  // when run on the worker
+  ProgramLabel label;
+  // Results of run():
+  std::vector<std::unique_ptr<pjrt::Buffer>> outs;
+  std::string error;
+  ErrorKind error_kind = ErrorKind::Runtime;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+
+  void run();
+  void wait();
+  // Gives output k to targets[k] (or the error to all of them).
+  void adopt(const std::vector<std::shared_ptr<DeviceBuffer>>& targets);
+  // adopt() for the live results still held by someone.
+  void adopt_live();
+};
+
+namespace executor {
+
+// ---- state, guarded by `mu`
+extern std::recursive_mutex mu;
+extern std::map<int, std::shared_ptr<Graph>> current;  // the recording graph of each device
+extern EagerMode mode;
+extern std::shared_ptr<Graph> capture_graph;  // the graph torch.compile records into
+extern std::vector<std::shared_ptr<Graph>> in_flight;  // compiling or launching on the worker
+
+inline void count(const char* what, int64_t n = 1) { Runtime::get().count(what, n); }
+
+// ---- recorder.cpp
+std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call);
+
+// ---- program_key.cpp
+uint64_t fnv(uint64_t h, const std::string& s);
+// An argument's part of a node signature; Numbers by kind only unless the
+// lowering bakes their values in (`static_numbers`).
+void append_arg(std::string& key, const lowering::Arg& a, bool static_numbers);
+// An input or destination view of the op's `local`-th distinct base.
+void append_view(std::string& key, int local, const hlo::TensorType& base, const ViewGeometry& view);
+// The distinct base buffers one op reads or writes, in order of appearance.
+struct LocalBases {
+  std::vector<std::shared_ptr<DeviceBuffer>> buffers;
+  int index_of(const std::shared_ptr<DeviceBuffer>& b) {
+    for (size_t i = 0; i < buffers.size(); ++i)
+      if (buffers[i] == b) return static_cast<int>(i);
+    buffers.push_back(b);
+    return static_cast<int>(buffers.size()) - 1;
+  }
+};
+// The value a Number parameter is fed: the argument's, or one element of it.
+const lowering::Number& number_of(const lowering::Arg& a, const NumberParam& np);
+// A launch's program key: the graph key, which results are live and which
+// parameters are donated (to which output), and the device.
+std::string launch_key(const Graph& g, const std::vector<std::pair<int, int>>& live_ids,
+                       const std::vector<int>& alias);
+
+// ---- cut_policy.cpp
+// Flushes the device's recording graph first when a held repeat cut is due.
+void flush_due_cut(int device);
+// After a node is recorded: flush at once (strict, debug), at the size bound,
+// or at a repeat (held while an optimizer step runs).
+void cut_after_record(const std::shared_ptr<Graph>& g,
+                      const std::vector<std::shared_ptr<DeviceBuffer>>& results);
+// A flush of `g` begins: "repeat" when a held cut made it due (which ends
+// the hold), else `reason`.
+const char* flush_reason(const Graph& g, const char* reason);
+// A flushed graph is remembered, so that a recording graph repeating it is cut.
+void remember_flushed(const Graph& g);
+
+// ---- flush.cpp
+void flush_locked(std::shared_ptr<Graph> g, const char* reason);
+
+// ---- launch.cpp
+// Every launch goes through here, so that synchronize() knows of it and its
+// completion is stamped for timing events and the profiler.
+std::vector<std::unique_ptr<pjrt::Buffer>> execute(const pjrt::Executable& exe,
+                                                   const std::vector<const pjrt::Buffer*>& args,
+                                                   const std::vector<bool>& donated, int device,
+                                                   LaunchLabel label);
+// A generator state as the ui64[2] parameter random lowerings read.
+std::unique_ptr<pjrt::Buffer> rng_state_buffer(uint64_t seed, uint64_t offset, int device);
+// A Number parameter's buffer, shared by every launch feeding the same value.
+std::shared_ptr<pjrt::Buffer> number_buffer(const lowering::Number& n, hlo::ElementType t, int device);
+std::string failure_message(const Graph& g, const std::string& what);
+void poison(const std::vector<std::shared_ptr<DeviceBuffer>>& live, const std::string& message,
+            ErrorKind kind = ErrorKind::Runtime);
+// A graph's name in traces and logs: its op, or its op count, first and last op.
+ProgramLabel program_label(const Graph& g);
+// Runs `g`'s program with `live` (result live_ids[k] of the graph) as outputs.
+void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
+            const std::vector<std::pair<int, int>>& live_ids);
+// Takes the results of a graph whose program ran (or compiled) on the worker.
+void settle_locked(const std::shared_ptr<Graph>& g);
+
+// ---- compile_worker.cpp
+void submit_to_worker(std::shared_ptr<CompileJob> job);
+
+// ---- debug_checks.cpp
+// Debug mode: wait for the op and check its results.
+void check_after(const std::vector<std::shared_ptr<DeviceBuffer>>& results, const Graph& g);
+
+}  // namespace executor
+}  // namespace torch_tpu::runtime

@@ -1,0 +1,253 @@
+// Launching a flushed graph, and settling it. A launch first takes the
+// results of parameters still being produced on the worker, then pairs
+// donatable parameters with outputs, which with the live results completes
+// the program key. A cached program is launched at once; a new one is built
+// from the graph's nodes (runtime/graph.h) and compiled. Its arguments are
+// the graph's buffers, then its Numbers (one shared device buffer per
+// distinct value) and generator states. In defer_and_fuse the job goes to
+// the compile worker and the graph stays in flight until a result is needed
+// (settle_locked); strict and debug send only compiles there, and wait.
+#include <algorithm>
+#include <unordered_map>
+
+#include "common/error.h"
+#include "runtime/device_memory.h"
+#include "runtime/executor_internal.h"
+#include "runtime/failure_scope.h"
+#include "runtime/number_bytes.h"
+#include "runtime/profiler_events.h"
+
+namespace torch_tpu::runtime::executor {
+
+using hlo::ElementType;
+using hlo::TensorType;
+using hlo::Value;
+using lowering::Arg;
+
+std::vector<std::shared_ptr<Graph>> in_flight;
+
+std::unique_ptr<pjrt::Buffer> rng_state_buffer(uint64_t seed, uint64_t offset, int device) {
+  uint64_t state[2] = {seed, offset};
+  return Runtime::get().client().from_host(state, {ElementType::U64, {2}}, device);
+}
+
+std::vector<std::unique_ptr<pjrt::Buffer>> execute(const pjrt::Executable& exe,
+                                                   const std::vector<const pjrt::Buffer*>& args,
+                                                   const std::vector<bool>& donated, int device,
+                                                   LaunchLabel label) {
+  std::unique_ptr<pjrt::Event> finished;
+  auto outs = exe.execute(args, donated, device, &finished);
+  Runtime& rt = Runtime::get();
+  note_launch_timing(finished.get(), device, std::move(label));
+  rt.note_launch(std::move(finished));
+  rt.count("launches");
+  rt.count("donated_buffers", std::count(donated.begin(), donated.end(), true));
+  return outs;
+}
+
+// Numbers repeat (alpha=1, a learning rate, 0.5): their device buffers are
+// immutable, so one upload per distinct (type, value) serves every launch.
+// They are the runtime's constants, not tensors: memory stats leave them out.
+std::shared_ptr<pjrt::Buffer> number_buffer(const lowering::Number& n, ElementType t, int device) {
+  uint8_t bytes[16] = {0};
+  encode_number(n, t, bytes);
+  std::string key(reinterpret_cast<const char*>(bytes), hlo::byte_size(t));
+  key += static_cast<char>(t);
+  key += static_cast<char>(device);
+  static std::mutex cache_mu;
+  static std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> cache;
+  std::lock_guard<std::mutex> lock(cache_mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= 4096) cache.clear();  // bounded: values like step counts never repeat
+  std::shared_ptr<pjrt::Buffer> buf =
+      Runtime::get().client().from_host(bytes, hlo::scalar_type(t), device);
+  cache.emplace(key, buf);
+  return buf;
+}
+
+// ---------------------------------------------------------------- failures and labels
+
+std::string failure_message(const Graph& g, const std::string& what) {
+  if (g.nodes.size() == 1) return "tpu op " + g.describe(0) + " failed: " + what;
+  return "tpu graph of " + std::to_string(g.nodes.size()) + " ops (first " + g.describe(0) +
+         ", last " + g.describe(static_cast<int>(g.nodes.size()) - 1) + ") failed: " + what;
+}
+
+void poison(const std::vector<std::shared_ptr<DeviceBuffer>>& live, const std::string& message,
+            ErrorKind kind) {
+  for (const auto& b : live) b->set_error(message, kind);
+}
+
+ProgramLabel program_label(const Graph& g) {
+  ProgramLabel l;
+  l.ops = static_cast<int>(g.nodes.size());
+  if (g.nodes.empty()) return l;
+  const std::string first = node_name(g.nodes.front());
+  l.name = l.ops == 1 ? first
+                      : "graph of " + std::to_string(l.ops) + " ops: " + first + " .. " +
+                            node_name(g.nodes.back());
+  if (g.nodes.front().origin) l.origin = *g.nodes.front().origin;
+  l.correlation = current_correlation();
+  return l;
+}
+
+// ---------------------------------------------------------------- launching
+
+namespace {
+
+// Donation: a parameter only this graph still holds may be overwritten by
+// an output of the same type (in-place updates, optimizer steps). Its own
+// new value -- the output that replaced it in its storage -- is paired
+// with it first: XLA then updates the buffer in place, where pairing it
+// with an unrelated output makes XLA copy the parameter before the write.
+// Returns, per parameter, the live output it is aliased to or -1; `taken`
+// marks the outputs that reuse a parameter's buffer.
+std::vector<int> pair_donations(const Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& live,
+                                const std::vector<std::pair<int, int>>& live_ids,
+                                std::vector<bool>& taken) {
+  std::vector<int> alias(g.params.size(), -1);
+  taken.assign(live.size(), false);
+  auto donatable = [&](size_t p, size_t k) {
+    const auto& buf = g.params[p];
+    return alias[p] < 0 && !taken[k] && buf.use_count() == 1 &&
+           buf->state() == DeviceBuffer::State::Materialized && live[k]->type() == buf->type();
+  };
+  auto pair = [&](size_t p, size_t k) {
+    alias[p] = static_cast<int>(k);
+    taken[k] = true;
+  };
+  for (size_t k = 0; k < live.size(); ++k) {
+    int p = g.replaced_param[live_ids[k].first][live_ids[k].second];
+    if (p >= 0 && donatable(static_cast<size_t>(p), k)) pair(static_cast<size_t>(p), k);
+  }
+  for (size_t p = 0; p < g.params.size(); ++p)
+    for (size_t k = 0; k < live.size() && alias[p] < 0; ++k)
+      if (donatable(p, k)) pair(p, k);
+  return alias;
+}
+
+// Builds the program of a graph not in the cache: its live results are the
+// outputs, its donated parameters aliased to theirs. Returns its text.
+std::string build_program(Graph& g, const std::vector<std::pair<int, int>>& live_ids,
+                          const std::vector<int>& alias, CompiledProgram& program,
+                          std::vector<TensorType>& out_types) {
+  hlo::Builder b;
+  std::vector<Value> param_values;
+  auto results = build_graph(b, g, param_values, program.numbers);
+  std::vector<Value> outs;
+  for (const auto& [n, r] : live_ids) {
+    outs.push_back(results[n][r]);
+    out_types.push_back(results[n][r].type);
+  }
+  program.donated.assign(g.params.size(), false);
+  for (size_t p = 0; p < alias.size(); ++p) {
+    if (alias[p] < 0) continue;
+    b.alias_parameter(param_values[p], alias[p]);
+    program.donated[p] = true;
+  }
+  return b.module(outs);
+}
+
+// The launch's arguments: the graph's buffers, then numbers and generator
+// states. Returns the first parameter that carries an error (then nothing
+// is fed past it), or null.
+DeviceBuffer* feed_arguments(Graph& g, const CompiledProgram& program, CompileJob& job) {
+  job.args.reserve(g.params.size() + program.numbers.size());
+  for (const auto& p : g.params) {
+    if (p->state() == DeviceBuffer::State::Error) return p.get();
+    job.args.push_back(&p->buffer());
+  }
+  for (const NumberParam& np : program.numbers) {
+    const Arg& a = g.nodes[np.node].args[np.arg];
+    if (np.rng) {
+      job.states.push_back(rng_state_buffer(a.rng_seed, a.rng_offset, g.device));
+      job.args.push_back(job.states.back().get());
+    } else {
+      job.numbers.push_back(number_buffer(number_of(a, np), np.type, g.device));
+      job.args.push_back(job.numbers.back().get());
+    }
+  }
+  return nullptr;
+}
+
+// Runs the job: on the worker in defer_and_fuse (the graph stays in flight)
+// or for a compile, else here.
+void start(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live, std::shared_ptr<CompileJob> job) {
+  if (mode == EagerMode::DeferAndFuse || !job->mlir.empty()) {
+    // The program compiles (if new) and launches on the worker thread while
+    // this thread records what comes next; its results are taken when first
+    // needed. Strict and debug compile there too, and wait at once: a wait
+    // can be interrupted (Ctrl-C), a compile on this thread could not.
+    job->live.assign(live.begin(), live.end());
+    g.job = job;
+    in_flight.push_back(g.shared_from_this());
+    submit_to_worker(job);
+    if (mode != EagerMode::DeferAndFuse) settle_locked(g.shared_from_this());
+    return;
+  }
+  job->run();
+  job->adopt(live);
+}
+
+}  // namespace
+
+void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
+            const std::vector<std::pair<int, int>>& live_ids) {
+  Runtime& rt = Runtime::get();
+  // Parameters still being produced on the worker are taken first: donation
+  // asks which of them are materialized.
+  for (const auto& p : g.params)
+    if (p->state() == DeviceBuffer::State::Deferred && p->graph()) settle_locked(p->graph());
+  std::vector<bool> taken;
+  std::vector<int> alias = pair_donations(g, live, live_ids, taken);
+  std::string key = launch_key(g, live_ids, alias);
+
+  check_rejected_for_test(g);
+  std::shared_ptr<CompiledProgram> program = rt.lookup(key);
+  std::string mlir;
+  std::vector<TensorType> out_types;
+  if (!program) {
+    program = std::make_shared<CompiledProgram>();
+    mlir = build_program(g, live_ids, alias, *program, out_types);
+  }
+
+  // An input that carries an error poisons every result.
+  auto job = std::make_shared<CompileJob>();
+  if (DeviceBuffer* failed = feed_arguments(g, *program, *job))
+    return split_failed_graph(g, g.params, failed->error_message(), failed->error_kind());
+  // New device memory: the outputs no donated input turns into.
+  int64_t new_bytes = 0;
+  for (size_t k = 0; k < live.size(); ++k)
+    if (!taken[k]) new_bytes += live[k]->type().nbytes();
+  check_allocation(g.device, new_bytes, "tpu op " + g.describe(0));
+  std::string injected;
+  if (rt.take_injected_failure(&injected))
+    return poison(live, failure_message(g, "on the device: " + injected));
+  job->program = program;
+  job->params = g.params;  // kept alive (and donated) until the launch
+  job->failure = failure_message(g, "");
+  job->device = g.device;
+  job->label = program_label(g);
+  if (!mlir.empty()) {
+    job->key = std::move(key);
+    job->mlir = std::move(mlir);
+    job->out_types = std::move(out_types);
+  }
+  start(g, live, std::move(job));
+}
+
+void settle_locked(const std::shared_ptr<Graph>& g) {
+  if (!g->job) return;
+  g->job->wait();  // if interrupted, the graph stays in flight, to be settled later
+  std::shared_ptr<CompileJob> job = std::move(g->job);
+  in_flight.erase(std::remove(in_flight.begin(), in_flight.end(), g), in_flight.end());
+  if (!job->error.empty() && g->nodes.size() > 1) {
+    std::vector<std::shared_ptr<DeviceBuffer>> params = std::move(job->params);
+    job->params.clear();
+    return split_failed_graph(*g, params, job->error, job->error_kind);
+  }
+  job->adopt_live();
+}
+
+}  // namespace torch_tpu::runtime::executor
