@@ -543,3 +543,37 @@ def test_index_reduce(dtype, reduce, include_self):
                                **(dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else {}))
     with pytest.raises(RuntimeError, match="reduce to be one of"):
         x.to(DEV).index_reduce(0, index.to(DEV), src.to(DEV), "sum")
+
+
+# ---- host index tensors
+
+@pytest.mark.parametrize("index", [[0, 2], [1], [], 3], ids=str)
+def test_index_fill_takes_a_cpu_index(index):
+    """PyTorch's device-generic tests fill at CPU indices on every device but
+    CUDA; index_fill accepts them, as the CPU does."""
+    idx = torch.tensor(index, dtype=torch.long)
+    x = torch.arange(20.0).view(4, 5)
+    want = x.index_fill(0, idx, -1.0)
+    got = x.to(DEV).index_fill(0, idx, -1.0)
+    torch.testing.assert_close(got.cpu(), want)
+    y = x.to(DEV)
+    y.index_fill_(1, idx, torch.tensor(7.0))
+    torch.testing.assert_close(y.cpu(), x.clone().index_fill_(1, idx, torch.tensor(7.0)))
+
+
+@pytest.mark.parametrize("op", [
+    lambda x, i: x.index_select(0, i), lambda x, i: x.gather(0, i.view(-1, 1).expand(-1, 5)),
+    lambda x, i: torch.nn.functional.embedding(i, x),
+])
+def test_other_index_ops_refuse_a_cpu_index_as_cuda_does(op):
+    x, idx = torch.arange(20.0).view(4, 5).to(DEV), torch.tensor([0, 2])
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*tpu:0 and cpu"):
+        op(x, idx)
+
+
+def test_nll_loss_with_a_target_or_weight_on_another_device_raises():
+    logp = torch.randn(3, 4).log_softmax(1).to(DEV)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.nn.NLLLoss()(logp, torch.tensor([0, 1, 3]))
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.nn.NLLLoss(weight=torch.ones(4))(logp, torch.tensor([0, 1, 3], device=DEV))

@@ -219,3 +219,15 @@ def test_bucketize_refuses_types_the_cpu_cannot_order(dtype):
     with pytest.raises(NotImplementedError, match="not implemented for") as dev:
         torch.bucketize(v.to(DEV), bounds.to(DEV))
     assert str(cpu.value).split("for ")[-1] == str(dev.value).split("for ")[-1]
+
+
+@pytest.mark.parametrize("out_dtype, out_int32", [(torch.int32, False), (torch.int64, True), (torch.float32, False)])
+def test_bucketize_out_of_the_wrong_dtype_raises_as_on_the_cpu(out_dtype, out_int32):
+    v, bounds = torch.tensor([2.0]), torch.tensor([1.0, 3.0])
+    for fn in (lambda v, b, o: torch.bucketize(v, b, out_int32=out_int32, out=o),
+               lambda v, b, o: torch.searchsorted(b, v, out_int32=out_int32, out=o)):
+        with pytest.raises(RuntimeError) as cpu:
+            fn(v, bounds, torch.empty(1, dtype=out_dtype))
+        with pytest.raises(RuntimeError) as dev:
+            fn(v.to(DEV), bounds.to(DEV), torch.empty(1, dtype=out_dtype, device=DEV))
+        assert str(dev.value) == str(cpu.value)

@@ -47,6 +47,15 @@ void ArgReader::read(const std::vector<std::pair<const c10::Argument*, c10::IVal
     }
 }
 
+// index_fill's index may live on the CPU: PyTorch's device-generic tests
+// fill at CPU indices on every device but CUDA (its sort tests against
+// numpy), and the CPU kernel reads it there.
+namespace {
+bool host_tensor_allowed(const std::string& op, const std::string& arg) {
+  return arg == "index" && (op == "aten::index_fill" || op == "aten::index_fill_");
+}
+}  // namespace
+
 // `name`: the schema argument, named when devices disagree.
 std::optional<runtime::TensorInput> ArgReader::tensor_input(const at::Tensor& given, Arg* a,
                                                             const std::string& name) {
@@ -64,17 +73,19 @@ std::optional<runtime::TensorInput> ArgReader::tensor_input(const at::Tensor& gi
     return input_of(t);
   }
   // CPU 0-dim tensors (Python numbers and scalars) are allowed beside
-  // device tensors, as on CUDA; anything else is a device mix-up.
-  TORCH_CHECK(t.dim() == 0 && t.device().is_cpu(),
+  // device tensors, as on CUDA, and so are the host index vectors that
+  // host_tensor_allowed names; anything else is a device mix-up.
+  TORCH_CHECK(t.device().is_cpu() && (t.dim() == 0 || host_tensor_allowed(schema_.name(), name)),
               "Expected all tensors to be on the same device, but found at least two devices, ",
               c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device())),
               " and ", t.device(), "! (when checking argument for argument ", name, " in method ",
               schema_.name(), ")");
   if (a) a->wrapped_number = t.unsafeGetTensorImpl()->is_wrapped_number();
-  hlo::TensorType type{to_hlo(t.scalar_type()), {}};
+  at::Tensor host = t.contiguous();
+  hlo::TensorType type{to_hlo(host.scalar_type()), host.sizes().vec()};
   auto s = std::make_unique<runtime::Storage>(type.nbytes(), device());
-  s->base = translate_errors([&] { return runtime::constant(t.const_data_ptr(), type, device()); });
-  runtime::TensorInput in{s.get(), {{}, {}, 0, type.dtype}};
+  s->base = translate_errors([&] { return runtime::constant(host.const_data_ptr(), type, device()); });
+  runtime::TensorInput in{s.get(), {type.shape, host.strides().vec(), 0, type.dtype}};
   staged.push_back(std::move(s));
   return in;
 }

@@ -50,6 +50,13 @@ void check_found_dtype_out(const char*, const at::Tensor& out, const at::Tensor&
   TORCH_CHECK(out.scalar_type() == result.scalar_type(), "Found dtype ", out.scalar_type(), " but expected ",
               result.scalar_type());
 }
+// bucketize/searchsorted: the result is int32 exactly when out_int32 is set.
+void check_search_out(const char* op, const at::Tensor& out, const at::Tensor& result) {
+  TORCH_CHECK(out.scalar_type() == result.scalar_type(), op,
+              ": output tensor's dtype is wrong, it can only be Int(int32) or Long(int64) depending on whether "
+              "out_int32 flag is True, but we got output tensor's dtype ",
+              out.scalar_type(), " and out_int32 flag is ", result.scalar_type() == at::kInt ? "True" : "False");
+}
 using OutCheck = void (*)(const char*, const at::Tensor&, const at::Tensor&);
 const std::map<std::string, std::pair<const char*, OutCheck>>& out_dtype_checks() {
   static const std::map<std::string, std::pair<const char*, OutCheck>> table = {
@@ -57,11 +64,13 @@ const std::map<std::string, std::pair<const char*, OutCheck>>& out_dtype_checks(
       {"aten::adaptive_avg_pool3d", {"adaptive_avg_pool3d", &check_pool_out}},
       {"aten::all", {"all", &check_bool_or_byte_out}},
       {"aten::any", {"any", &check_bool_or_byte_out}},
+      {"aten::bucketize", {"torch.searchsorted()", &check_search_out}},
       {"aten::complex", {"complex", &check_exact_out}},
       {"aten::conj_physical", {"conj_physical", &check_found_dtype_out}},
       {"aten::isin", {"isin", &check_same_dtype_out}},
       {"aten::norm", {"norm", &check_same_dtype_out}},
       {"aten::polar", {"polar", &check_exact_out}},
+      {"aten::searchsorted", {"torch.searchsorted()", &check_search_out}},
   };
   return table;
 }
