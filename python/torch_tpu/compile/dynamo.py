@@ -12,7 +12,7 @@ launched on every later call; inputs the graph mutates (optimizer state,
 buffers) are written back in place. Executables also go to the runtime's
 in-memory and on-disk cache, so a new process reuses them.
 
-Semantics (see README, "torch.compile"):
+Semantics (docs/compile.md has them at length):
 - Shapes are static in XLA. With `dynamic=False`/`None`, Dynamo specializes and
   recompiles on a new shape (its guards decide). With `dynamic=True` Dynamo
   traces once with symbolic sizes and this backend compiles one program per
@@ -38,9 +38,10 @@ import warnings
 
 import torch
 
-from . import _C, _grouped_mm
-from .dynamic import dynamic_dims, padding
-from .eager import eager_mode, flush
+from .. import _C
+from . import grouped_mm
+from ..dynamic import dynamic_dims, padding
+from ..eager import eager_mode, flush
 
 __all__ = ["TpuRecompileWarning", "TpuInterface", "backend", "compile_stats",
            "recompile_warn_limit", "reset"]
@@ -223,8 +224,8 @@ def decompositions() -> dict:
                 name = _op_name(op)
                 if name is not None and not _has_tpu_kernel(name):
                     table[op] = fn
-        # A composite kernel that reads its offsets on the host: see _grouped_mm.py.
-        table[_grouped_mm.OP] = _grouped_mm.decompose
+        # A composite kernel that reads its offsets on the host: see grouped_mm.py.
+        table[grouped_mm.OP] = grouped_mm.decompose
         _decomp_cache = table
     return _decomp_cache
 

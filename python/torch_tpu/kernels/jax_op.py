@@ -1,13 +1,13 @@
-"""torch_tpu.pallas: JAX and Pallas functions as PyTorch operators.
+"""`jax_op`: JAX and Pallas functions as PyTorch operators (public as `torch_tpu.pallas.jax_op`).
 
 `jax_op(name, fn)` (TorchTPU's API) makes `fn`, a function of JAX arrays
 (plain `jax.numpy` code, or code calling `pl.pallas_call`), the operator
 `name` on tpu tensors. For each input signature `fn` is traced once, with
-JAX, on abstract values, to a StableHLO module (python/torch_tpu/_jax_lower.py);
+JAX, on abstract values, to a StableHLO module (jax_lower.py);
 the op then runs that module as a node of our own programs
-(python/torch_tpu/custom_ops.py). JAX is needed to trace a kernel, never to
+(custom_ops.py). JAX is needed to trace a kernel, never to
 run it, and no JAX client or device is ever created. The traced text goes
-into the persistent cache (python/torch_tpu/_trace_cache.py): a later process
+into the persistent cache (trace_cache.py): a later process
 with the same kernel reads it instead of tracing, without importing JAX.
 
 Gradients: unless `backward` is given, the backward is `jax.vjp` of `fn`,
@@ -26,7 +26,8 @@ import sys
 
 import torch
 
-from . import _C, _jax_lower, _trace_cache
+from .. import _C
+from . import jax_lower, trace_cache
 from .custom_ops import KernelOp, signature_text
 
 __all__ = ["jax_op"]
@@ -73,18 +74,18 @@ class _JaxKernel(KernelOp):
     def _key(self, signature):
         """(key, None), or (None, why the kernel stays out of the disk cache)."""
         try:
-            fp = _trace_cache.fingerprint(self.fn)
-        except _trace_cache.Unsafe as e:
+            fp = trace_cache.fingerprint(self.fn)
+        except trace_cache.Unsafe as e:
             return None, str(e)
-        platform = _jax_lower.lowering_platform()
-        return _trace_cache.key(self.name, signature, platform,
-                                _jax_lower.pallas_lowering(platform), fp), None
+        platform = jax_lower.lowering_platform()
+        return trace_cache.key(self.name, signature, platform,
+                                jax_lower.pallas_lowering(platform), fp), None
 
     def _cached(self, signature):
         text = self._from_disk.get(signature)
         if text is None:
             k, _ = self._key(signature)
-            text = _trace_cache.load(k) if k is not None else None
+            text = trace_cache.load(k) if k is not None else None
             if text is not None:
                 self._from_disk[signature] = text
         return text
@@ -98,17 +99,17 @@ class _JaxKernel(KernelOp):
             why = (f" and this kernel is kept out of the persistent cache ({unsafe})" if unsafe else
                    f" and the persistent cache ({_C._cache_dir()}) holds no trace of it for inputs "
                    f"{signature_text(signature)}")
-            _jax_lower.import_jax(self._who, why)
-        _jax_lower.import_jax(self._who)
-        text = _jax_lower.lower(self.fn, signature, self._who)
+            jax_lower.import_jax(self._who, why)
+        jax_lower.import_jax(self._who)
+        text = jax_lower.lower(self.fn, signature, self._who)
         if k is not None:
-            _trace_cache.store(k, text)
+            trace_cache.store(k, text)
         return text
 
     def _output_types(self, signature):
         if self._cached(signature) is not None or not _jax_importable():
             return self.module(signature)[1]
-        return _jax_lower.output_types(self.fn, signature, self._who)
+        return jax_lower.output_types(self.fn, signature, self._who)
 
 
 def _vjp_of(fn, n: int):
@@ -178,9 +179,9 @@ def jax_op(name: str, fn, *, backward=None) -> KernelOp:
         # Only a kernel the persistent cache can hold could ever run.
         for f in (fn, backward):
             try:
-                _trace_cache.fingerprint(f)
-            except _trace_cache.Unsafe as e:
-                _jax_lower.import_jax(who, f" and this kernel is kept out of the persistent cache "
+                trace_cache.fingerprint(f)
+            except trace_cache.Unsafe as e:
+                jax_lower.import_jax(who, f" and this kernel is kept out of the persistent cache "
                                            f"({e})")
     op = _JaxKernel(name, nargs, fn, describe="jax_op")
     bwd_fn = backward if backward is not None else _vjp_of(fn, nargs)
