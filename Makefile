@@ -3,7 +3,7 @@
 PYTHON ?= python3
 BUILD_LOCK = /tmp/torch_tpu_build.lock
 
-.PHONY: install deps build test test-cpp test-py test-dist4 test-faults test-faults-full demo bench clean
+.PHONY: install deps build test test-cpp test-py test-dist4 test-faults test-faults-full test-docs demo bench clean
 
 deps:
 	bash scripts/install_deps.sh
@@ -39,6 +39,11 @@ test-faults: build
 
 test-faults-full: build
 	$(PYTHON) -m pytest -q tests/faults -m "faults_full or not faults_full"
+
+# The code blocks of README.md and docs/*.md marked runnable (docs/layout.md says how
+# they are marked); `make test` runs them with the rest of tests/.
+test-docs: build
+	$(PYTHON) -m pytest -q tests/test_docs_examples.py
 
 demo: install
 	$(PYTHON) examples/train_classifier.py

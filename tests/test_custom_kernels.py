@@ -548,7 +548,7 @@ def test_jax_op_without_jax_installed(run_python, tmp_path):
 def test_jax_op_input_dtype_jax_cannot_take():
     # Every dtype a tpu tensor holds has a JAX dtype, so this is reached only
     # by a signature given directly; it still names the op.
-    from torch_tpu import _jax_lower
+    from torch_tpu.kernels import jax_lower as _jax_lower
 
     with pytest.raises(TypeError, match=r"jax_op\('x::y'\): tensors of dtype float8_e4m3fn cannot"):
         _jax_lower.abstract_values([(torch.float8_e4m3fn, (4,))], "jax_op('x::y')")
@@ -557,7 +557,7 @@ def test_jax_op_input_dtype_jax_cannot_take():
 # ---------------------------------------------------------------- the plugin's StableHLO window
 
 def test_plugin_reports_its_stablehlo_window():
-    from torch_tpu import _jax_lower
+    from torch_tpu.kernels import jax_lower as _jax_lower
 
     window = _jax_lower.plugin_window()
     attrs = torch_tpu.platform()["plugin_attributes"]
@@ -569,7 +569,7 @@ def test_plugin_reports_its_stablehlo_window():
 
 
 def test_window_error_names_both_versions():
-    from torch_tpu._jax_lower import window_error
+    from torch_tpu.kernels.jax_lower import window_error
 
     assert window_error(("0.9.0", "1.17.0"), ("0.9.0", "1.13.3")) is None
     assert window_error(("0.9.0", "1.17.0"), ("1.17.0", "1.20.0")) is None
@@ -583,7 +583,7 @@ def test_window_error_names_both_versions():
 def test_kernel_outside_the_plugin_window_is_refused(tpu, monkeypatch):
     from jax._src.lib.mlir.dialects import hlo
 
-    from torch_tpu import _jax_lower
+    from torch_tpu.kernels import jax_lower as _jax_lower
 
     jax_current = hlo.get_current_version()
     monkeypatch.setattr(_jax_lower, "plugin_window", lambda: ("99.0.0", "99.1.0"))
@@ -609,7 +609,7 @@ def test_kernel_inside_the_real_plugin_window(tpu):
 
 
 def test_plugin_without_a_window_is_checked_by_compiling(tpu, monkeypatch):
-    from torch_tpu import _jax_lower
+    from torch_tpu.kernels import jax_lower as _jax_lower
 
     probes = []
     monkeypatch.setattr(_jax_lower, "plugin_window", lambda: None)
@@ -630,10 +630,10 @@ def test_plugin_without_a_window_is_checked_by_compiling(tpu, monkeypatch):
 def test_pallas_lowering_follows_the_platform(platform_name, lowering, monkeypatch):
     from jax._src import xla_bridge
 
-    from torch_tpu import _jax_lower
+    from torch_tpu.kernels import jax_lower as _jax_lower
 
     real = torch_tpu.platform()
-    monkeypatch.setattr(torch_tpu, "platform", lambda: dict(real, platform_name=platform_name))
+    monkeypatch.setattr(torch_tpu.info, "platform", lambda: dict(real, platform_name=platform_name))
     monkeypatch.setattr(_jax_lower, "_interpret_noted", False)
     platform = _jax_lower.lowering_platform()
     assert _jax_lower.pallas_lowering(platform) == lowering

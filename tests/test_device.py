@@ -233,7 +233,7 @@ def test_device_properties_have_torch_cuda_fields():
 
 
 def test_device_properties_capability_rules():
-    from torch_tpu.device_properties import _capability, _cores
+    from torch_tpu.device.properties import _capability, _cores
     assert _capability("NVIDIA H100", {"compute_capability": "9.0"}) == (9, 0)
     assert _capability("TPU v5 lite", {}) == (5, 0)
     assert _capability("TPU v4", {}) == (4, 0)

@@ -1,5 +1,5 @@
 """Hugging Face accelerate and Trainer pick `tpu` with no device flags
-(python/torch_tpu/accelerate_device.py), and a tiny Llama trained by the
+(python/torch_tpu/integrations/accelerate.py), and a tiny Llama trained by the
 Trainer follows the same Trainer run on the CPU, loss for loss.
 
 The default-arguments test uses the Trainer's default optimizer,

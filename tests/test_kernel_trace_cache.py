@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from torch_tpu._trace_cache import Unsafe, fingerprint
+from torch_tpu.kernels.trace_cache import Unsafe, fingerprint
 
 pytest.importorskip("jax", reason="JAX is the optional extra torch_tpu[jax] "
                     "(requirements.txt installs it for the test suite)")
@@ -213,7 +213,7 @@ def stored():
     """A key with an entry in the suite's cache folder, and its text."""
     import uuid
 
-    from torch_tpu import _trace_cache
+    from torch_tpu.kernels import trace_cache as _trace_cache
 
     k = f"test entry {uuid.uuid4().hex}"
     text = "module {\n}\n"
@@ -222,7 +222,7 @@ def stored():
 
 
 def test_entry_of_another_jax_version_misses(stored, monkeypatch):
-    from torch_tpu import _trace_cache
+    from torch_tpu.kernels import trace_cache as _trace_cache
 
     k, text = stored
     assert _trace_cache.load(k) == text
@@ -234,7 +234,7 @@ def test_entry_of_another_jax_version_misses(stored, monkeypatch):
 def test_entry_traced_under_other_jax_options_misses(stored):
     import jax
 
-    from torch_tpu import _trace_cache
+    from torch_tpu.kernels import trace_cache as _trace_cache
 
     k, text = stored
     with jax.numpy_rank_promotion("raise"):
@@ -243,7 +243,7 @@ def test_entry_traced_under_other_jax_options_misses(stored):
 
 
 def test_signature_platform_and_pallas_choice_are_in_the_key():
-    from torch_tpu import _trace_cache
+    from torch_tpu.kernels import trace_cache as _trace_cache
 
     sig = [(torch.float32, (4, 8))]
     base = _trace_cache.key("a::b", sig, "cpu", "interpret", "f")

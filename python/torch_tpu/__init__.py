@@ -36,7 +36,7 @@ _C._init(_package_roots(), [os.path.dirname(torch.__file__) + os.sep,
 
 torch.utils.rename_privateuse1_backend("tpu")
 
-from . import device_module as _device_module  # noqa: E402
+from . import device as _device_module  # noqa: E402  (torch.tpu)
 
 torch._register_device_module("tpu", _device_module)
 torch.utils.generate_methods_for_privateuse1_backend(
@@ -54,51 +54,33 @@ from .eager import (  # noqa: E402
     reset_metrics,
     set_eager_mode,
 )
+from .info import env_table, lowered_ops, platform, tolerance  # noqa: E402
 
 _printing.install()
 
 from . import pallas  # noqa: E402,F401  (jax_op; imports JAX only when a kernel is defined)
-from .custom_ops import stablehlo_op  # noqa: E402,F401
+from .kernels.custom_ops import stablehlo_op  # noqa: E402,F401
 
 from . import distributed  # noqa: E402,F401  (registers the "tpu_dist" c10d backend)
 from .dynamic import dynamic_dims  # noqa: E402,F401
-
-
-def platform():
-    """Which PJRT plugin backs `tpu`: a dict with the plugin path, why it was
-    chosen, the XLA platform name and version, the PJRT C API version, and the
-    plugin's attributes (PJRT_Plugin_Attributes as text, e.g. the StableHLO
-    versions it reads, which custom kernels are checked against)."""
-    return dict(_C._platform())
-
-
-def lowered_ops():
-    """The ATen operators that have a StableHLO lowering (sorted)."""
-    return list(_C._lowered_ops())
-
-
-def env_table():
-    """Every TORCH_TPU_* environment variable: (name, meaning, value now)."""
-    return [tuple(row) for row in _C._env_table()]
-
-
-def tolerance(dtype: torch.dtype, op: str = ""):
-    """(rtol, atol) allowed between a tpu result and the CPU's: the one
-    tolerance table (assert_close's defaults per dtype, with per-op overrides)."""
-    return tuple(_C._tolerance(str(dtype).replace("torch.", ""), op))
-
 
 __all__ = [
     "dynamic_dims", "env_table", "eager_mode", "flush", "get_eager_mode", "lowered_ops", "metrics",
     "metrics_report", "platform", "reset_metrics", "set_eager_mode", "tolerance",
 ]
-from . import dynamo  # noqa: E402,F401  (registers the "tpu" torch.compile backend)
+
+# Registers the "tpu" torch.compile backend. Its module was torch_tpu.dynamo
+# before the package was laid out by concern, and users reach compile_stats(),
+# reset(), recompile_warn_limit and TpuRecompileWarning there: the same module
+# object answers to both names (assigning recompile_warn_limit keeps working).
+from .compile import dynamo  # noqa: E402
+sys.modules[__name__ + ".dynamo"] = dynamo
 
 # torch.autocast("tpu") defaults to bfloat16; `import torch.tpu.amp` works as for torch.cuda.amp.
-from . import amp as _amp  # noqa: E402
+from .device import amp as _amp  # noqa: E402
 _amp._install()
 sys.modules["torch.tpu.amp"] = _amp
 
-# accelerate (and so the HF Trainer) falls back to tpu instead of cpu (accelerate_device.py says why).
-from . import accelerate_device as _accelerate_device  # noqa: E402
-_accelerate_device.install()
+# accelerate (and so the HF Trainer) falls back to tpu instead of cpu (integrations/accelerate.py says why).
+from .integrations import accelerate as _accelerate_hook  # noqa: E402
+_accelerate_hook.install()

@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from . import _C
+from .. import _C
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""User kernels as PyTorch operators: `stablehlo_op` here, `pallas.jax_op`.
+"""User kernels as PyTorch operators: `stablehlo_op` here, `jax_op` in jax_op.py.
 
 Each kernel is a `torch.library.custom_op` taking tensors and returning a
 list of tensors. Its tpu implementation finds the StableHLO module for the
@@ -16,7 +16,7 @@ import threading
 
 import torch
 
-from . import _C
+from .. import _C
 
 _lock = threading.Lock()
 

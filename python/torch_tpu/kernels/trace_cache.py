@@ -37,7 +37,7 @@ import os
 import sys
 import types
 
-from . import _C
+from .. import _C, info
 
 _FORMAT = b"TPUTRACE1\n"
 # Modules whose contents we name instead of fingerprinting; their versions are
@@ -200,11 +200,11 @@ def _version(dist: str) -> str:
 @functools.lru_cache(maxsize=1)
 def _process_key() -> str:
     """The parts of every key that are fixed for the process."""
-    from . import _jax_lower, platform
+    from . import jax_lower
 
-    with open(_jax_lower.__file__, "rb") as f:
+    with open(jax_lower.__file__, "rb") as f:
         lowering = hashlib.sha256(f.read()).hexdigest()
-    attrs = sorted(platform().get("plugin_attributes", {}).items())
+    attrs = sorted(info.platform().get("plugin_attributes", {}).items())
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("JAX_"))
     return (f"python {sys.version_info[0]}.{sys.version_info[1]}\nnumpy {_version('numpy')}\n"
             f"plugin attributes {attrs}\nenvironment {env}\nlowering {lowering}\n")

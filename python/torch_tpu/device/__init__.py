@@ -1,23 +1,40 @@
-"""`torch.tpu`: the device module of the `tpu` backend, shaped like torch.cuda."""
+"""`torch.tpu`: the device module of the `tpu` backend, shaped like torch.cuda.
+
+This package is the module `import torch_tpu` registers as `torch.tpu`; its
+submodules `memory` (the memory API) and `amp` (mixed precision) are
+`torch.tpu.memory` and `torch.tpu.amp`, `properties` fills
+`get_device_properties`.
+"""
 
 import torch
 
-from . import _C
-from .device_properties import DeviceProperties, device_properties
-
-
-def _index(device=None):
-    if device is None:
-        return current_device()
-    if isinstance(device, int):
-        return device
-    if isinstance(device, str):
-        device = torch.device(device)
-    if isinstance(device, torch.device):
-        if device.type != "tpu":
-            raise ValueError(f"expected a tpu device, got {device}")
-        return current_device() if device.index is None else device.index
-    raise TypeError(f"expected a device index, string or torch.device, got {type(device).__name__}")
+from .. import _C
+from . import amp, memory
+from ._index import device_index as _index
+from .amp import get_amp_supported_dtype, is_bf16_supported  # noqa: F401
+from .memory import (  # noqa: F401
+    OutOfMemoryError,
+    empty_cache,
+    get_per_process_memory_fraction,
+    max_memory_allocated,
+    max_memory_cached,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_cached,
+    memory_reserved,
+    memory_snapshot,
+    memory_stats,
+    memory_stats_as_nested_dict,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
+    reset_max_memory_cached,
+    reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+    utilization,
+)
+from .properties import DeviceProperties, device_properties
 
 
 def is_available() -> bool:
@@ -73,9 +90,8 @@ def synchronize(device=None) -> None:
 
 def get_device_properties(device=None) -> DeviceProperties:
     """torch.cuda's fields (name, major, minor, total_memory,
-    multi_processor_count) plus the platform's; see device_properties.py."""
-    # mem_get_info: the memory API's figures, where this module has them.
-    return device_properties(_index(device), globals().get("mem_get_info"))
+    multi_processor_count) plus the platform's; see properties.py."""
+    return device_properties(_index(device), mem_get_info)
 
 
 def get_device_name(device=None) -> str:
@@ -171,38 +187,6 @@ def default_generator(device=None) -> torch.Generator:
     return _C._default_generator(_index(device))
 
 
-# ---- memory: torch_tpu/memory.py (torch.tpu.memory is that module)
-
-from . import memory  # noqa: E402
-from .memory import (  # noqa: E402,F401
-    OutOfMemoryError,
-    empty_cache,
-    get_per_process_memory_fraction,
-    max_memory_allocated,
-    max_memory_cached,
-    max_memory_reserved,
-    mem_get_info,
-    memory_allocated,
-    memory_cached,
-    memory_reserved,
-    memory_snapshot,
-    memory_stats,
-    memory_stats_as_nested_dict,
-    memory_summary,
-    reset_accumulated_memory_stats,
-    reset_max_memory_allocated,
-    reset_max_memory_cached,
-    reset_peak_memory_stats,
-    set_per_process_memory_fraction,
-    utilization,
-)
-
-
 def _is_in_bad_fork() -> bool:
     """True in a child forked after the runtime started (where tpu raises)."""
     return _C._is_in_bad_fork()
-
-
-# ---- mixed precision: torch.tpu.amp (amp.py); torch.autocast asks for get_amp_supported_dtype
-from . import amp  # noqa: E402
-from .amp import get_amp_supported_dtype, is_bf16_supported  # noqa: E402,F401

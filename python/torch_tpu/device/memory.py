@@ -12,15 +12,10 @@ import sys
 
 import torch
 
-from . import _C
+from .. import _C
+from ._index import device_index as _index
 
 OutOfMemoryError = torch.OutOfMemoryError
-
-
-def _index(device=None) -> int:
-    from .device_module import _index as index
-
-    return index(device)
 
 
 def memory_stats_as_nested_dict(device=None) -> dict:

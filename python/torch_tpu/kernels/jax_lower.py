@@ -35,7 +35,7 @@ import warnings
 
 import torch
 
-from . import _C
+from .. import _C, info
 
 PINNED_JAX = "0.10.2"
 
@@ -68,9 +68,7 @@ def import_jax(who: str, why: str = ""):
 
 def lowering_platform() -> str:
     """The JAX platform whose lowering matches the loaded PJRT plugin."""
-    from . import platform
-
-    name = platform()["platform_name"].lower()
+    name = info.platform()["platform_name"].lower()
     if name == "tpu":
         return "tpu"
     if name in ("cuda", "gpu"):

@@ -1,0 +1,3 @@
+"""torch.compile on `tpu`: the Dynamo backend "tpu" (dynamo.py; public as
+`torch_tpu.dynamo`), Dynamo's view of the device (device_interface.py) and
+the graph-time grouped matmul (grouped_mm.py)."""
