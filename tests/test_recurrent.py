@@ -18,7 +18,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pack_sequence, pad_packed_s
 from torch_tpu import dynamo as tpu_dynamo
 from torch_tpu.validate.compare import OpRecorder
 
-I, H, B, T, PROJ = 3, 4, 2, 5, 2
+I, H, B, T, PROJ = 3, 4, 2, 3, 2
 MODES = ("strict", "debug", "defer_and_fuse", "compile")
 
 
@@ -90,11 +90,10 @@ def _gen(seed):
 
 # (id, module factory, whether initial states are given, input shape)
 LAYERS = [
-    ("lstm_bidir_batch_first_h0", lambda: nn.LSTM(I, H, num_layers=2, bidirectional=True, batch_first=True),
-     True, (B, T, I)),
-    ("lstm_proj", lambda: nn.LSTM(I, H, num_layers=2, proj_size=PROJ), False, (T, B, I)),
-    ("lstm_proj_bidir_h0", lambda: nn.LSTM(I, H, proj_size=PROJ, bidirectional=True), True, (T, B, I)),
-    ("gru_bidir_h0", lambda: nn.GRU(I, H, num_layers=2, bidirectional=True), True, (T, B, I)),
+    ("lstm_2_layers_bidir_proj_batch_first_h0",
+     lambda: nn.LSTM(I, H, num_layers=2, bidirectional=True, proj_size=PROJ, batch_first=True), True, (B, T, I)),
+    ("lstm", lambda: nn.LSTM(I, H), False, (T, B, I)),
+    ("gru_2_layers_h0", lambda: nn.GRU(I, H, num_layers=2), True, (T, B, I)),
     ("gru_no_bias_unbatched", lambda: nn.GRU(I, H, bias=False), False, (T, I)),
     ("rnn_tanh_batch_first", lambda: nn.RNN(I, H, num_layers=2, batch_first=True), False, (B, T, I)),
     ("rnn_relu_bidir_h0", lambda: nn.RNN(I, H, nonlinearity="relu", bidirectional=True), True, (T, B, I)),
@@ -184,10 +183,8 @@ class Packed(nn.Module):
 
 
 PACKED = [
-    ("lstm_bidir_unsorted", lambda: nn.LSTM(I, H, num_layers=2, bidirectional=True), [3, 5, 1], False),
-    ("lstm_proj_sorted", lambda: nn.LSTM(I, H, proj_size=PROJ), [5, 3, 1], True),
-    ("gru_unsorted", lambda: nn.GRU(I, H, num_layers=2), [2, 5, 4], False),
-    ("rnn_relu_sorted", lambda: nn.RNN(I, H, nonlinearity="relu", bidirectional=True), [5, 5, 2], True),
+    ("lstm_bidir_unsorted", lambda: nn.LSTM(I, H, bidirectional=True), [1, 3], False),
+    ("gru_2_layers_sorted", lambda: nn.GRU(I, H, num_layers=2), [3, 1], True),
 ]
 
 
@@ -217,13 +214,13 @@ def test_pack_sequence_list():
 
 def _dropout_lstm():
     torch.manual_seed(0)
-    return nn.LSTM(I, H, num_layers=3, dropout=0.5, batch_first=True).to("tpu").train()
+    return nn.LSTM(I, H, num_layers=2, dropout=0.5, batch_first=True).to("tpu").train()
 
 
 @pytest.mark.parametrize("mode", MODES[:3])
 def test_dropout_zero_in_training_matches_cpu(mode):
     torch.manual_seed(0)
-    module = nn.LSTM(I, H, num_layers=2, dropout=0.0).train()
+    module = nn.GRU(I, H, num_layers=2, dropout=0.0).train()
     check_forward_backward(*pair(module, mode), mode, [torch.randn(T, B, I, generator=_gen(1))])
 
 
@@ -330,6 +327,11 @@ def _vf_lstm(d, h_batch):
         return torch._VF.lstm(x, (h, h), m._flat_weights, True, 1, 0.0, False, False, False)
 
 
+def _gru_h0_double(d, grad):
+    with torch.set_grad_enabled(grad):
+        return nn.GRU(I, H).to(d)(torch.randn(T, B, I).to(d), torch.zeros(1, B, H, dtype=torch.float64).to(d))
+
+
 BAD = [
     ("input_4d", lambda d: _lstm().to(d)(torch.randn(1, T, B, I).to(d))),
     ("input_size", lambda d: _lstm().to(d)(torch.randn(T, B, I + 1).to(d))),
@@ -352,6 +354,8 @@ BAD = [
     ("cell_hidden_batch", lambda d: nn.RNNCell(I, H).to(d)(torch.randn(B, I).to(d), torch.zeros(B + 1, H).to(d))),
     ("cell_hidden_size", lambda d: nn.LSTMCell(I, H).to(d)(torch.randn(B, I).to(d),
                                                            (torch.zeros(B, H + 1).to(d), torch.zeros(B, H).to(d)))),
+    ("h0_dtype_no_grad", lambda d: _gru_h0_double(d, False), r"Double"),
+    ("h0_dtype_grad", lambda d: _gru_h0_double(d, True), r"(?i)double"),
     ("vf_lstm_h0_batch", lambda d: _vf_lstm(d, B + 1), r"lstm: expected hidden states of size \[1, 2, \*\]"),
     ("dropout_out_of_range", lambda d: nn.LSTM(I, H, num_layers=2, dropout=1.5)),
 ]

@@ -333,17 +333,20 @@ Values lower_rnn_layers(Context& ctx, const Args& a, Cell cell) {
             ": expected ", cell == Cell::Lstm ? 2 : 1, " hidden states, got ", hx.size());
   if (batch_first) x = b.transpose(x, {1, 0, 2});
   const int64_t batch = x.shape()[1];
-  for (const Value& h : hx)
+  for (const Value& h : hx) {
     TPU_CHECK(h.rank() == 3 && h.shape()[0] == layers * dirs && h.shape()[1] == batch, ErrorKind::Runtime,
               op, ": expected hidden states of size [", layers * dirs, ", ", batch, ", *], got ",
               hlo::shape_str(h.shape()));
+    TPU_CHECK(h.dtype() == x.dtype(), ErrorKind::Runtime, op, ": expected hidden states of type ",
+              scalar_type_name(x.dtype()), " as the input, got ", scalar_type_name(h.dtype()));
+  }
   const int64_t h_out = hx[0].shape()[2];
   const int64_t hidden = cell == Cell::Lstm ? hx[1].shape()[2] : h_out;
   const bool proj = hidden != h_out;
   auto state_of = [&](int64_t index) {
     auto take = [&](const Value& v) {
       Value s = b.slice(v, {index, 0, 0}, {index + 1, batch, v.shape()[2]}, {1, 1, 1});
-      return cast(b, b.reshape(s, {batch, v.shape()[2]}), x.dtype());
+      return b.reshape(s, {batch, v.shape()[2]});
     };
     LayerState s{take(hx[0]), std::nullopt};
     if (cell == Cell::Lstm) s.c = take(hx[1]);
