@@ -195,3 +195,63 @@ def test_complex_mm_backward():
     (ta @ tb).backward(up.to("tpu"))
     torch.testing.assert_close(ta.grad.cpu(), ca.grad, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(tb.grad.cpu(), cb.grad, rtol=1e-5, atol=1e-5)
+
+
+# torch._grouped_mm, as mixture-of-experts layers call it (transformers'
+# grouped_mm experts): the ragged operand's groups end at `offs`. Each layout
+# covers its ragged dimension to the end (the CPU leaves rows past the last
+# offset unwritten) and has an empty group; rows are 16-byte multiples, as
+# the CPU kernel requires.
+GROUPED = [
+    ((10, 8), (3, 8, 8), [3, 3, 10]),     # rows of a by group (the experts' forward)
+    ((3, 5, 8), (8, 24), [8, 8, 24]),     # columns of b by group
+    ((8, 32), (32, 8), [0, 16, 32]),      # the contraction by group (the experts' weight gradient)
+    ((3, 5, 8), (3, 8, 8), None),         # a plain batch
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("a,b,offs", GROUPED)
+def test_grouped_mm(dtype, a, b, offs):
+    a, b = make(a, dtype), make(b, dtype, seed=1)
+    offs = None if offs is None else torch.tensor(offs, dtype=torch.int32)
+    tol = {} if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    ca, cb = a.clone().requires_grad_(), b.clone().requires_grad_()
+    ta, tb = to_dev(a).requires_grad_(), to_dev(b).requires_grad_()
+    out_c, out_t = torch._grouped_mm(ca, cb, offs), torch._grouped_mm(ta, tb, to_dev(offs))
+    torch.testing.assert_close(out_t.cpu(), out_c, **tol)
+    up = make(out_c.shape, out_c.dtype, seed=9)
+    out_c.backward(up)
+    out_t.backward(to_dev(up))
+    torch.testing.assert_close(ta.grad.cpu(), ca.grad, **tol)
+    torch.testing.assert_close(tb.grad.cpu(), cb.grad, **tol)
+
+
+def test_grouped_mm_is_one_program_whatever_the_offsets():
+    # ATen's composite ran one mm per group, on slices whose shapes and
+    # offsets differ by group: a mixture-of-experts layer compiled a program
+    # per expert and per token count (Mistral4's first step, 128 experts,
+    # compiled over 2,000). On tpu the offsets stay on the device.
+    a, b = make((12, 8), torch.float32), make((4, 8, 8), torch.float32, seed=1)
+    ta, tb = to_dev(a), to_dev(b)
+    for offs in ([3, 5, 9, 12], [0, 6, 7, 12]):  # the first call compiles
+        o = torch.tensor(offs, dtype=torch.int32)
+        torch.testing.assert_close(torch._grouped_mm(ta, tb, to_dev(o)).cpu(), torch._grouped_mm(a, b, o))
+    before = torch_tpu.metrics()["graphs_compiled"]
+    for offs in ([1, 2, 11, 12], [12, 12, 12, 12], [0, 0, 0, 12]):
+        o = torch.tensor(offs, dtype=torch.int32)
+        torch.testing.assert_close(torch._grouped_mm(ta, tb, to_dev(o)).cpu(), torch._grouped_mm(a, b, o))
+    assert torch_tpu.metrics()["graphs_compiled"] == before
+
+
+@pytest.mark.parametrize("a,b,offs", [
+    ((10, 8), (3, 8, 4), torch.tensor([3, 3, 10])),                        # int64 offsets
+    ((10, 8), (3, 8, 4), None),                                            # no offsets for a 2D operand
+    ((10, 8), (3, 6, 4), torch.tensor([3, 3, 10], dtype=torch.int32)),     # contraction sizes differ
+    ((3, 5, 8), (3, 8, 4), torch.tensor([1, 2, 3], dtype=torch.int32)),    # offsets for two 3D operands
+])
+def test_grouped_mm_errors(a, b, offs):
+    args = (make(a, torch.float32), make(b, torch.float32)) + (() if offs is None else (offs,))
+    raises_like(torch._grouped_mm, *args)
+    raises_like(torch._grouped_mm, make(a, torch.float32), make(b, torch.float64),
+                *(() if offs is None else (offs,)))

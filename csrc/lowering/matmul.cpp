@@ -175,6 +175,85 @@ std::vector<Value> lower_mv(Context& ctx, const Args& a) {
   return {cast(ctx.b, matrix_vector(m, a[1].as_tensor(), ctx.b), m.dtype())};
 }
 
+// torch._grouped_mm (mixture-of-experts layers): one operand's ragged
+// dimension is cut into groups at `offs` (int32 cumulative ends), and each
+// group multiplies its own matrix. ATen's composite kernel reads the offsets
+// on the host and runs one mm per group on slices whose shapes and offsets
+// differ by group: every group (and every layer) was a program of its own.
+// Here the groups stay on the device: the product is taken for every group
+// over the whole ragged dimension and each position keeps its own group's
+// (a select, so an overflow elsewhere cannot leak in), one program whatever
+// the offsets. That costs groups-times the flops of a ragged product, which
+// StableHLO has no op for; positions past the last offset are zero (ATen's
+// kernel leaves them unwritten). The compile path decomposes the same way
+// (python/torch_tpu/_grouped_mm.py).
+
+// (length, groups) i1: position p of the ragged dimension is in group e,
+// the number of offsets at or below p.
+Value group_mask(Builder& b, const Value& offs, int64_t length) {
+  Shape lg{length, offs.shape()[0]};
+  Value past = b.compare(b.iota(hlo::TensorType{E::I32, lg}, 0), b.broadcast_in_dim(offs, lg, {1}), Compare::GE);
+  Value group = b.reduce_sum(b.convert(past, E::I32), {1});
+  return b.compare(b.broadcast_in_dim(group, lg, {0}), b.iota(hlo::TensorType{E::I32, lg}, 1), Compare::EQ);
+}
+
+// Keeps product's entries whose group (dimension group_dim) is the position's
+// (dimension pos_dim) by mask, and sums the groups away.
+Value own_group(Builder& b, const Value& product, const Value& mask, int64_t pos_dim, int64_t group_dim) {
+  Value keep = b.broadcast_in_dim(mask, product.shape(), {pos_dim, group_dim});
+  return b.reduce_sum(b.select(keep, product, b.zeros(product.dtype(), product.shape())), {group_dim});
+}
+
+std::vector<Value> lower_grouped_mm(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Value x = a[0].as_tensor(), w = a[1].as_tensor();
+  std::optional<Value> offs = a[2].opt_tensor();
+  // The CPU kernel's checks and messages.
+  TPU_CHECK((x.rank() == 2 || x.rank() == 3) && (w.rank() == 2 || w.rank() == 3), ErrorKind::Runtime,
+            "mat_a and mat_b must be 2D or 3D, got ", x.rank(), "D and ", w.rank(), "D");
+  for (const Value* m : {&x, &w})
+    TPU_CHECK(m->dtype() == E::F32 || m->dtype() == E::BF16 || m->dtype() == E::F16, ErrorKind::Runtime,
+              "Expected ", m == &x ? "mat_a" : "mat_b", " to be Float32, BFloat16 or Float16 matrix, got ",
+              scalar_type_name(m->dtype()));
+  check_same_dtype(x, w);
+  TPU_CHECK(a[3].is_none(), ErrorKind::NotImplemented, "_grouped_mm: bias is not supported on tpu");
+  const bool ragged = x.rank() == 2 || w.rank() == 2;
+  TPU_CHECK(offs.has_value() == ragged, ErrorKind::Runtime,
+            "Have to provide offsets if there is a 2d matrix, or no offset if both matrices are 3d");
+  TPU_CHECK(x.shape()[x.rank() - 1] == w.shape()[w.rank() - 2], ErrorKind::Runtime,
+            "contraction dimension of mat_a and mat_b must match");
+  if (offs) {
+    TPU_CHECK(offs->dtype() == E::I32, ErrorKind::Runtime, "Offsets have to be int32");
+    const int64_t groups = x.rank() == 3 ? x.shape()[0] : w.rank() == 3 ? w.shape()[0] : offs->shape()[0];
+    TPU_CHECK(offs->rank() == 1 && offs->shape()[0] == groups, ErrorKind::Runtime,
+              "matrix batch sizes have to match: offsets have ", offs->shape()[0], ", groups ", groups);
+  }
+  const E out_type = a[4].is_none() ? x.dtype() : a[4].as_dtype();
+  // Half operands widened first: the products are exact in f32, and XLA's CPU
+  // dot thunk refuses some of these layouts as BF16 x BF16 = F32.
+  x = cast(b, x, acc_type(x.dtype()));
+  w = cast(b, w, acc_type(w.dtype()));
+  Value out;
+  if (x.rank() == 2 && w.rank() == 3) {
+    // Rows of x by group: (rows, groups, n), each row keeping its group's.
+    out = own_group(b, contract(b, x, w, {}, {}, {1}, {1}), group_mask(b, *offs, x.shape()[0]), 0, 1);
+  } else if (x.rank() == 3 && w.rank() == 2) {
+    // Columns of w by group: (groups, rows, columns).
+    out = own_group(b, contract(b, x, w, {}, {}, {2}, {0}), group_mask(b, *offs, w.shape()[1]), 2, 0);
+  } else if (x.rank() == 2) {
+    // The contraction by group: x's columns outside the group are zeroed,
+    // giving one (rows, n) product per group.
+    const int64_t g = offs->shape()[0], m = x.shape()[0], k = x.shape()[1];
+    Shape gmk{g, m, k};
+    Value keep = b.broadcast_in_dim(group_mask(b, *offs, k), gmk, {2, 0});
+    Value xs = b.select(keep, b.broadcast_in_dim(x, gmk, {1, 2}), b.zeros(x.dtype(), gmk));
+    out = contract(b, xs, w, {}, {}, {2}, {0});
+  } else {
+    out = batch_product(x, w, b);
+  }
+  return {cast(b, out, out_type)};
+}
+
 }  // namespace
 
 TPU_LOWERING("aten::addbmm", lower_addbmm);
@@ -183,6 +262,7 @@ TPU_LOWERING("aten::addmv", lower_addmv);
 TPU_LOWERING("aten::baddbmm", lower_baddbmm);
 TPU_LOWERING("aten::bmm", lower_bmm);
 TPU_LOWERING("aten::dot", lower_dot);
+TPU_LOWERING("aten::_grouped_mm", lower_grouped_mm);
 TPU_LOWERING("aten::mm", lower_mm);
 TPU_LOWERING("aten::mv", lower_mv);
 
