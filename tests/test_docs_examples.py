@@ -12,7 +12,8 @@ listings (```text, or a fence without a language) are not code. A runnable
 block is written to a file named after its page and line and run in a
 subprocess from a temporary folder (files it writes land there), with the
 suite's environment (TORCH_TPU_CACHE_DIR included); a failure names the page
-and line of the block and shows the end of its output.
+and line of the block and shows the end of its output. The hand-written table
+of docs/environment_variables.md is checked against the declared variables.
 """
 import os
 import re
@@ -104,3 +105,14 @@ def test_docs_example_runs(where, code, tmp_path):
                        timeout=TIMEOUT_S, env=dict(os.environ))
     assert r.returncode == 0, (f"{where}: the example failed (exit {r.returncode})\n"
                                f"--- stdout\n{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}")
+
+
+def test_environment_variables_page_lists_every_variable():
+    # The table in docs/environment_variables.md is written by hand; the
+    # variables themselves are declared once, in csrc/common/env.h.
+    import torch_tpu
+
+    page = open(os.path.join(ROOT, "docs", "environment_variables.md")).read()
+    documented = re.findall(r"^\| `([A-Z][A-Z0-9_]*)", page, re.M)
+    declared = [row[0] for row in torch_tpu.env_table()]
+    assert sorted(documented) == sorted(declared)
