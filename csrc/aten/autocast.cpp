@@ -11,7 +11,7 @@
 // each policy for any device type; this file only says which op gets which.
 // Every other op falls through unchanged.
 //
-// The autocast dtype of `tpu` is bfloat16 (python/torch_tpu/amp.py sets it),
+// The autocast dtype of `tpu` is bfloat16 (python/torch_tpu/device/amp.py sets it),
 // as on TPUs, where bfloat16 is the native matmul input type; float16 works
 // too. tests/test_autocast.py holds this list against CUDA's registrations.
 #include <ATen/autocast_mode.h>

@@ -1,4 +1,4 @@
-// User kernels from Python (python/torch_tpu/custom_ops.py, pallas.py): a module
+// User kernels from Python (python/torch_tpu/kernels/custom_ops.py, kernels/jax_op.py): a module
 // text is registered once, then every call of the user's op records one
 // custom-call node through runtime::run_op, as the lowered ATen ops do, so it
 // runs in every eager mode, fuses under defer_and_fuse and is captured by

@@ -87,7 +87,7 @@ void checked_histc(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // _assert_async(self[, assert_msg]): raises when self's one value is zero.
 // CUDA checks on the device and reports later; here the value is read back,
 // so the error comes at the call, as on the CPU. (Under torch.compile the
-// check is a program output instead: python/torch_tpu/dynamo.py.)
+// check is a program output instead: python/torch_tpu/compile/dynamo.py.)
 void assert_nonzero(const at::Tensor& self, const char* message) {
   TORCH_CHECK(self.numel() != 0, "Boolean value of Tensor with no values is ambiguous");
   TORCH_CHECK(self.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous");

@@ -1,7 +1,7 @@
 // The persistent executable cache, shared by every eager mode and process.
 // An entry is a file named by a 128-bit hash of its key (program text,
 // plugin path and version, XLA_FLAGS, device). Entries of another kind (the
-// StableHLO text a jax_op traced, python/torch_tpu/_trace_cache.py) share the
+// StableHLO text a jax_op traced, python/torch_tpu/kernels/trace_cache.py) share the
 // folder, the format, the checks and the size bound; their kind is part of
 // the key. Layout:
 //   "TPUEXE02" | checksum (u64) | header length (u64) | header |
