@@ -80,7 +80,7 @@ Value is_inf(hlo::Builder& b, Value x);  // either infinity
 Value nan_max(hlo::Builder& b, Value x, Value y);
 Value nan_min(hlo::Builder& b, Value x, Value y);
 
-// ---- Math shared by elementwise.cpp and activation.cpp (defined in
+// ---- Math shared by the elementwise files and activation.cpp (defined in
 // elementwise.cpp; candidates to move into common.cpp).
 
 // The type PyTorch computes a half-precision op in (f32), else t itself.

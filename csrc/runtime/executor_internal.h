@@ -11,8 +11,10 @@
 // Beside that path: capture.cpp (torch.compile), eager_mode.cpp (the mode
 // and its switch), copies.cpp (uploads, constants and copies through views).
 //
-// One recursive mutex (`mu`) guards recording, flushing and settling; every
-// entry point takes it, so the state below is only touched under it.
+// One recursive mutex (`mu`) guards the state below: the entry points that
+// record, flush, settle or capture take it first (recursive: reading a
+// buffer under it may flush the graph producing it). The compile worker
+// never takes it: a job touches only itself.
 #pragma once
 
 #include <condition_variable>
