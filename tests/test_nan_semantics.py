@@ -119,3 +119,38 @@ def test_maximum_propagates_nan_from_either_side():
     assert torch.maximum(x, y).isnan().all()
     assert torch.minimum(x, y).isnan().all()
     assert torch.clamp(torch.tensor([1.0, 2.0], device="tpu"), None, nan).isnan().all()
+
+
+@pytest.fixture
+def cpu_flushes_subnormals():
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU cannot flush subnormals (no SSE3 / FTZ-DAZ), so it has no reference for tpu's")
+    yield
+    torch.set_flush_denormal(False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_subnormals_are_zero_as_on_the_cpu_flushing_them(dtype, cpu_flushes_subnormals):
+    # XLA's CPU runtime (like a TPU) flushes float32/64 subnormals to zero,
+    # read and written: tpu answers as the CPU does under
+    # torch.set_flush_denormal(True). IBert's integer-only softmax divides a
+    # 1.7e-30 scale by 2**30 (1.6e-39, a float32 subnormal) and multiplies
+    # inf by its reciprocal's mantissa: 0 on tpu, so NaN where the default CPU
+    # gives inf; under the flush the CPU gives the same NaNs (2,912 of them in
+    # an IBertModel with transformers' test values, quant_mode=True).
+    tiny = torch.finfo(dtype).tiny
+    x = torch.tensor([tiny, tiny / 4, -tiny / 1024, 1e-30, 1.0], dtype=torch.float64).to(dtype)
+    scale = torch.tensor([2.0 ** 30], dtype=dtype)
+    got = [f(x.to("tpu"), scale.to("tpu")).cpu() for f in (torch.mul, torch.div, torch.add)]
+    want = [f(x, scale) for f in (torch.mul, torch.div, torch.add)]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+    ftz = (x.to("tpu") / scale.to("tpu") * float("inf")).cpu()
+    assert torch.equal(ftz.isnan(), (x / scale * float("inf")).isnan())
+
+
+def test_float16_keeps_its_subnormals():
+    # Half-precision arithmetic runs in float32, where float16's subnormals are normal numbers.
+    x = torch.tensor([2.4e-7, 1e-6, 6e-5], dtype=torch.float16)
+    torch.testing.assert_close((x.to("tpu") * 0.5).cpu(), x * 0.5, rtol=0, atol=0)
+    assert (x.to("tpu") * 0.5).cpu().ne(0).all()

@@ -14,8 +14,9 @@ from torch_tpu.validate import compare, models, worker
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
 
-def validate(*args, timeout=600):
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+def validate(*args, timeout=600, env=None):
+    env = dict(os.environ, **(env or {}),
+               PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-m", "torch_tpu.validate", *args], capture_output=True,
                           text=True, timeout=timeout, env=env)
 
@@ -210,6 +211,15 @@ def test_a_float64_reference_judges_what_the_table_cannot():
     # decoding text from them.
     ("parakeet_ctc", lambda c: c.encoder_config.num_mel_bins == 80),
     ("speech_to_text", lambda c: c.input_feat_per_channel * c.input_channels == 80),
+    # The recurrent ones: EnCodec's LSTMs read (batch, channels, samples) and
+    # its codebooks are as wide as its shrunk hidden size; the RNN-T and TDT
+    # heads (an LSTM predictor) read Parakeet's (batch, frames, features).
+    ("encodec", lambda c: c.codebook_dim == c.hidden_size == 32),
+    ("parakeet_rnnt", lambda c: c.encoder_config.num_mel_bins == 80),
+    ("parakeet_tdt", lambda c: c.encoder_config.num_mel_bins == 80),
+    ("nemotron_asr_streaming", lambda c: c.encoder_config.num_mel_bins == 80),
+    # Mistral4's rotary part (head_dim * partial_rotary_factor) is its qk_rope_head_dim.
+    ("mistral4", lambda c: c.head_dim * c.rope_parameters["partial_rotary_factor"] == c.qk_rope_head_dim),
     # RWKV's attention width is its own field, set from the default hidden size.
     ("rwkv", lambda c: c.attention_hidden_size == c.hidden_size == 32),
     # Swin's per-stage heads divide every stage width, and its last stage holds a window.
@@ -330,3 +340,56 @@ def test_random_draws_in_forward_are_the_cpu_runs_in_every_run():
     ref_out, ref_grads = worker._float64_reference(model, inputs, rng)
     torch.testing.assert_close(next(iter(ref_out.values())).float(), next(iter(cpu_out.values())), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(ref_grads["w"].float(), cpu_grads["w"], rtol=1e-5, atol=1e-5)
+
+
+def _recurrent_layers_run_on_tpu():
+    try:
+        torch.nn.LSTM(2, 2).to("tpu")(torch.zeros(1, 1, 2, device="tpu"))[0].cpu()
+        return True
+    except NotImplementedError:
+        return False
+
+
+RECURRENT_MODEL = """
+import torch
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(6, 8, num_layers=2, batch_first=True, bidirectional=True)
+        self.gru = torch.nn.GRU(16, 5, batch_first=True)
+    def forward(self, x):
+        return self.gru(self.lstm(x)[0])[0]
+def validate_model():
+    return M(), {"x": torch.randn(3, 7, 6)}
+"""
+
+
+@pytest.mark.xfail(not _recurrent_layers_run_on_tpu(), raises=AssertionError, strict=True,
+                   reason="nn.LSTM and nn.GRU have no lowering on this build yet (issue 25, item 1)")
+def test_recurrent_models_match_the_cpu_with_their_compile_time(tmp_path):
+    (tmp_path / "recurrent.py").write_text(RECURRENT_MODEL)
+    out = tmp_path / "report"
+    proc = validate("--only", str(tmp_path / "recurrent.py"), "--modes", "strict,defer_and_fuse",
+                    "--report", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, by = rows(out)
+    for mode in ("strict", "defer_and_fuse"):
+        r = by[(str(tmp_path / "recurrent.py"), mode)]
+        assert r["status"] == "match", r
+        assert r["n_grads"] == 12  # 2 layers x 2 directions x 4 tensors of the LSTM, the GRU's 4
+
+
+def test_rows_say_how_long_compiling_took(tmp_path):
+    (tmp_path / "one.py").write_text(user_model("return (self.w * x).exp()"))
+    out = tmp_path / "report"
+    # A cache folder of its own: every program is compiled, none read from disk.
+    proc = validate("--only", str(tmp_path / "one.py"), "--modes", "strict", "--report", str(out),
+                    env={"TORCH_TPU_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, by = rows(out)
+    r = by[(str(tmp_path / "one.py"), "strict")]
+    assert r["status"] == "match" and r["programs_compiled"] >= 2, r  # forward and backward at least
+    assert 0 < r["compile_seconds"] <= r["seconds"]
+    md = (out / "report.md").read_text()
+    assert "| compiling (s, programs) |" in md
+    assert f"| {r['compile_seconds']:.1f}, {r['programs_compiled']} |" in md

@@ -45,6 +45,8 @@ STAGE_DEPTHS = {"block_sizes": 1, "depths": 2}
 # configured window, so the last stage's grid must still hold a whole window:
 # a 32-pixel image in 2-pixel patches gives 16, 8, 4, 2 patches per side.
 _SWIN = {"patch_size": 2, "window_size": 2}
+# The RNN-T and TDT heads' LSTM predictor width (640 by default: 7M parameters).
+_RNNT = {"decoder_hidden_size": 32}
 OVERRIDES = {
     # Its default leaves the experts per token unset (None), which routing cannot take.
     "deepseek_v2": {"num_experts_per_tok": 2},
@@ -55,6 +57,11 @@ OVERRIDES = {
     # Its default is B7 (64M parameters: twice the width, three times the
     # depth); B0's coefficients, whose head width hidden_dim must match.
     "efficientnet": {"depth_coefficient": 1.0, "hidden_dim": 1280, "width_coefficient": 1.0},
+    # Its codebook width defaults to the unshrunk hidden size (128), which
+    # its quantizer's projection must match; its convolutions double
+    # num_filters at each of 4 downsamplings, and its LSTMs are that wide
+    # (512 by default, 4M parameters each: 64 here).
+    "encodec": {"codebook_dim": 32, "num_filters": 4},
     # Its default has no vocabulary nor pad and mask ids (ESM-2's tokenizer sets them).
     "esm": {"mask_token_id": 32, "pad_token_id": 1, "vocab_size": 128},
     # Its patch embedding is four stride-2 convolutions whatever patch_size
@@ -68,6 +75,13 @@ OVERRIDES = {
     "mask2former": {"dim_feedforward": 64, "encoder_feedforward_dim": 64, "feature_size": 32,
                     "mask_feature_size": 32},
     "maskformer-swin": _SWIN,
+    # Its rotary part is head_dim * partial_rotary_factor (0.5) wide and must
+    # be qk_rope_head_dim: shrinking head_dim to the width per head breaks that.
+    "mistral4": {"head_dim": 16},
+    "nemotron3_5_asr": _RNNT,
+    "nemotron_asr_streaming": _RNNT,
+    "parakeet_rnnt": _RNNT,
+    "parakeet_tdt": _RNNT,
     "swin": _SWIN,
     "swinv2": _SWIN,
 }
@@ -76,8 +90,13 @@ HEADS = ("num_attention_heads", "encoder_attention_heads", "decoder_attention_he
 TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
              "sep_token_id", "cls_token_id", "mask_token_id")
 # Audio models whose input_features are (batch, frames, features), against
-# Whisper's (batch, features, frames).
-FRAMES_FIRST = ("parakeet_ctc", "parakeet_encoder", "speech_to_text")
+# Whisper's (batch, features, frames): the FastConformer encoders (Parakeet's
+# CTC, RNN-T and TDT heads, Nemotron's RNN-T) and Speech2Text.
+FRAMES_FIRST = ("nemotron3_5_asr", "nemotron_asr_streaming", "nemotron_asr_streaming_encoder", "parakeet_ctc",
+                "parakeet_encoder", "parakeet_rnnt", "parakeet_tdt", "speech_to_text")
+# Audio codecs whose input_values are (batch, channels, samples), against
+# wav2vec2's (batch, samples).
+WAVEFORM_CHANNELS = ("encodec",)
 BATCH, SEQ = 2, 16
 
 
@@ -271,11 +290,17 @@ def _features(config):
     return torch.randn(BATCH, bins, frames)
 
 
+def _waveform(config):
+    if config.model_type in WAVEFORM_CHANNELS:
+        return torch.randn(BATCH, getattr(config, "audio_channels", 1), 4000)
+    return torch.randn(BATCH, 4000)
+
+
 # One recipe per input a model can take, seeded by the caller.
 RECIPES = {
     "input_features": _features,
     "input_ids": _ids,
-    "input_values": lambda config: torch.randn(BATCH, 4000),
+    "input_values": _waveform,
     "pixel_values": _pixels,
 }
 IMAGE_TOKENS = ("image_token_id", "image_token_index")

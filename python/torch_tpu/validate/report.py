@@ -31,6 +31,14 @@ def summary_table(results, modes):
     return "\n".join(lines)
 
 
+def _compile(r):
+    # Rows that never reached tpu (cpu_error, unknown) and those of a child
+    # that died or hung (the count died with it) have none.
+    if r.get("compile_seconds") is None:
+        return ""
+    return f"{r['compile_seconds']:.1f}, {r['programs_compiled']}"
+
+
 def _detail(r):
     if r["status"] in ("match", "mismatch"):
         worst = r.get("out_worst") if (r.get("out_max_abs") or 0) >= (r.get("grad_max_abs") or 0) else r.get("grad_worst")
@@ -52,13 +60,13 @@ def write(results, modes, folder, command, platform):
     lines = [f"# torch_tpu.validate report", "", f"{when}, `{command}`, plugin: {platform}", "",
              summary_table(results, modes), "",
              "| model | class | mode | status | out max abs | out max rel | grad max abs | grad max rel "
-             "| missing ops | seconds | detail |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| missing ops | seconds | compiling (s, programs) | detail |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(results, key=lambda r: (r["name"], modes.index(r["mode"]) if r["mode"] in modes else 0)):
         lines.append(
             f"| {r['name']} | {r.get('cls') or ''} | {r['mode']} | {r['status']} | {_fmt(r.get('out_max_abs'))} "
             f"| {_fmt(r.get('out_max_rel'))} | {_fmt(r.get('grad_max_abs'))} | {_fmt(r.get('grad_max_rel'))} "
-            f"| {', '.join(r.get('missing_ops') or [])} | {r.get('seconds', 0):.1f} | {_detail(r)} |")
+            f"| {', '.join(r.get('missing_ops') or [])} | {r.get('seconds', 0):.1f} | {_compile(r)} | {_detail(r)} |")
     with open(os.path.join(folder, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     _chart(results, modes, os.path.join(folder, "report.png"))

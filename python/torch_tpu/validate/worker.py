@@ -142,9 +142,18 @@ def _error(e):
     return text[:2000]
 
 
+def _compiling(before):
+    """Seconds spent compiling and programs compiled since the metrics
+    `before` (the runtime counts both; a persistent-cache hit is no compile)."""
+    now = torch_tpu.metrics()
+    return dict(compile_seconds=now["compile_seconds"] - before["compile_seconds"],
+                programs_compiled=now["graphs_compiled"] - before["graphs_compiled"])
+
+
 def _tpu_run(pristine, inputs, mode, cpu_out, cpu_grads, ops, float64, rng):
     result = {}
     tol = compare.tolerance(torch.float32, ops)
+    before = torch_tpu.metrics()
     start = time.perf_counter()
     try:
         tpu_model = copy.deepcopy(pristine).to("tpu")
@@ -161,8 +170,9 @@ def _tpu_run(pristine, inputs, mode, cpu_out, cpu_grads, ops, float64, rng):
     except Exception as e:
         message = _error(e)
         return dict(status="tpu_error", error=message, missing_ops=compare.missing_ops(message),
-                    seconds=time.perf_counter() - start)
+                    seconds=time.perf_counter() - start, **_compiling(before))
     result["seconds"] = time.perf_counter() - start
+    result.update(_compiling(before))
     out = compare.differences(tpu_out, cpu_out, ops)
     grad = compare.differences(tpu_grads, cpu_grads, ops)
     ok = out["ok"] and grad["ok"]
