@@ -136,8 +136,9 @@ def test_subnormals_are_zero_as_on_the_cpu_flushing_them(dtype, cpu_flushes_subn
     # torch.set_flush_denormal(True). IBert's integer-only softmax divides a
     # 1.7e-30 scale by 2**30 (1.6e-39, a float32 subnormal) and multiplies
     # inf by its reciprocal's mantissa: 0 on tpu, so NaN where the default CPU
-    # gives inf; under the flush the CPU gives the same NaNs (2,912 of them in
-    # an IBertModel with transformers' test values, quant_mode=True).
+    # gives inf; under the flush the CPU gives the same NaNs (in all 2,912
+    # elements of an IBertModel's output with transformers' test values and
+    # quant_mode=True, whose uncalibrated ranges give the CPU +-1e-5 everywhere).
     tiny = torch.finfo(dtype).tiny
     x = torch.tensor([tiny, tiny / 4, -tiny / 1024, 1e-30, 1.0], dtype=torch.float64).to(dtype)
     scale = torch.tensor([2.0 ** 30], dtype=dtype)

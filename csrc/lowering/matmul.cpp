@@ -185,8 +185,8 @@ std::vector<Value> lower_mv(Context& ctx, const Args& a) {
 // (a select, so an overflow elsewhere cannot leak in), one program whatever
 // the offsets. That costs groups-times the flops of a ragged product, which
 // StableHLO has no op for; positions past the last offset are zero (ATen's
-// kernel leaves them unwritten). The compile path decomposes the same way
-// (python/torch_tpu/_grouped_mm.py).
+// kernel leaves them unwritten). torch.compile graphs keep the op whole and
+// lower it here too (its fake kernel: python/torch_tpu/_grouped_mm.py).
 
 // (length, groups) i1: position p of the ragged dimension is in group e,
 // the number of offsets at or below p.

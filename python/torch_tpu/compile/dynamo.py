@@ -96,8 +96,6 @@ def decompositions() -> dict:
                 name = _op_name(op)
                 if name is not None and not _has_tpu_kernel(name):
                     table[op] = fn
-        # A composite kernel that reads its offsets on the host: see grouped_mm.py.
-        table[grouped_mm.OP] = grouped_mm.decompose
         _decomp_cache = table
     return _decomp_cache
 

@@ -1,17 +1,11 @@
-"""`aten::_grouped_mm` under torch.compile: its fake kernel and its decomposition.
+"""`aten::_grouped_mm` under torch.compile: its fake kernel.
 
 Mixture-of-experts models (transformers' `grouped_mm` experts) call
 `torch.nn.functional.grouped_mm` on tpu in every dtype. PyTorch's meta kernel
 copies the CUDA kernel's checks and refuses everything but bfloat16, so
-Dynamo's fake run fails on a float32 model; and the eager kernel (a composite
-that slices by `offs.tolist()`) reads the offsets on the host, which a
-captured graph cannot. For tpu tensors only, the fake kernel here gives the
-output's shape and dtype, and the decomposition computes the same product
-without reading the offsets: each expert's product over every row, masked to
-that expert's rows (or, where the contraction is the ragged dimension, to
-its slice of it). That costs experts-times the flops of a ragged product,
-which StableHLO has no op for; the result is exact, and the graph stays one
-program.
+Dynamo's fake run fails on a float32 model. For tpu tensors only, the fake
+kernel here gives the output's shape and dtype; the op itself is lowered
+whole (csrc/lowering/matmul.cpp), in a graph as in eager.
 """
 from __future__ import annotations
 
@@ -58,34 +52,6 @@ def _fake(fake_mode, func, a, b, offs=None, bias=None, out_dtype=None):
     with in_kernel_invocation_manager(fake_mode):
         meta = torch.empty(_output_size(a, b, offs), dtype=out_dtype or a.dtype, device="meta")
     return FakeTensor(fake_mode, meta, a.fake_device)
-
-
-def _group_mask(offs, length):
-    """(experts, length) bool: row r belongs to expert e when
-    offs[e-1] <= r < offs[e] (offs[-1] is 0)."""
-    rows = torch.arange(length, device=offs.device, dtype=offs.dtype)
-    ends = offs.unsqueeze(1)
-    starts = torch.cat([offs.new_zeros(1), offs[:-1]]).unsqueeze(1)
-    return (rows >= starts) & (rows < ends)
-
-
-def decompose(a, b, offs=None, bias=None, out_dtype=None):
-    """The grouped product from dense ones, for tpu graphs."""
-    _check(a, b, offs)
-    if a.dim() == 2 and b.dim() == 3:      # rows of a by expert
-        mask = _group_mask(offs, a.shape[0]).to(a.dtype)
-        out = (torch.matmul(a, b) * mask.unsqueeze(-1)).sum(0)
-    elif a.dim() == 3 and b.dim() == 2:    # columns of b by expert
-        mask = _group_mask(offs, b.shape[1]).to(a.dtype)
-        out = (torch.matmul(a, b) * mask.unsqueeze(1)).sum(0)
-    elif a.dim() == 2 and b.dim() == 2:    # the contraction by expert
-        mask = _group_mask(offs, a.shape[1]).to(a.dtype)
-        out = torch.matmul(a.unsqueeze(0) * mask.unsqueeze(1), b)
-    else:
-        out = torch.bmm(a, b)
-    if bias is not None:
-        out = out + bias
-    return out.to(out_dtype) if out_dtype is not None else out
 
 
 fake_impls.register_op_impl(lambda func: func is OP)(_fake)
