@@ -235,6 +235,26 @@ def test_pack_sequence_list():
     close(gh, h)
 
 
+@pytest.mark.parametrize("cell", ["lstm_proj", "gru", "rnn_relu"])
+def test_double_backward(cell):
+    """create_graph=True through the layer loops (a gradient penalty): the
+    second derivatives match the CPU's."""
+    torch.manual_seed(0)
+    module = {"lstm_proj": lambda: nn.LSTM(I, H, proj_size=PROJ, bidirectional=True),
+              "gru": lambda: nn.GRU(I, H, num_layers=2),
+              "rnn_relu": lambda: nn.RNN(I, H, nonlinearity="relu")}[cell]()
+    tpu = copy.deepcopy(module).to("tpu")
+    x = torch.randn(T, B, I, generator=_gen(1))
+    xc, xt = leaf(x, "cpu"), leaf(x, "tpu")
+    for m, xv in ((module, xc), (tpu, xt)):
+        out = m(xv)[0]
+        g, = torch.autograd.grad(out.square().sum(), xv, create_graph=True)
+        (g.square().sum() + out.sum()).backward()
+    close(xt.grad, xc.grad)
+    for p, q in zip(module.parameters(), tpu.parameters()):
+        close(q.grad, p.grad)
+
+
 # ---- dropout between layers
 
 def _dropout_lstm():

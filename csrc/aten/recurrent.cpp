@@ -30,6 +30,7 @@
 #include <ATen/ops/rnn_relu_native.h>
 #include <ATen/ops/rnn_tanh_native.h>
 
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "aten/op_kernel.h"
@@ -86,6 +87,9 @@ LayerGrads rnn_layer_backward_op(const Tensor& grad_output, const Tensor& grad_h
 
 OptTensor opt(const Tensor& t) { return t.defined() ? OptTensor(t) : std::nullopt; }
 
+torch::autograd::variable_list differentiable_backward(torch::autograd::AutogradContext* ctx,
+                                                       const torch::autograd::variable_list& grads);
+
 // One layer and direction; its backward is the device loop back over time.
 struct RnnLayerFunction : public torch::autograd::Function<RnnLayerFunction> {
   // Absent tensors are nullopt (an undefined Tensor argument would be taken
@@ -110,6 +114,9 @@ struct RnnLayerFunction : public torch::autograd::Function<RnnLayerFunction> {
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
+    // A backward that is itself differentiated (create_graph=True): the
+    // loops have no derivative of their own.
+    if (at::GradMode::is_enabled()) return differentiable_backward(ctx, grads);
     auto v = ctx->get_saved_variables();
     const Tensor &input = v[0], &h0 = v[1], &c0 = v[2], &w_ih = v[3], &w_hh = v[4], &b_ih = v[5], &b_hh = v[6],
                  &w_hr = v[7], &out = v[8], &gates = v[9], &states = v[10];
@@ -127,6 +134,60 @@ struct RnnLayerFunction : public torch::autograd::Function<RnnLayerFunction> {
             Tensor(), Tensor()};
   }
 };
+
+// The layer again, step by step from differentiable ops, and its gradients
+// with a graph: what create_graph=True needs (gradient penalties and the like).
+torch::autograd::variable_list differentiable_backward(torch::autograd::AutogradContext* ctx,
+                                                       const torch::autograd::variable_list& grads) {
+  auto v = ctx->get_saved_variables();
+  const Tensor &input = v[0], &h0 = v[1], &c0 = v[2], &w_ih = v[3], &w_hh = v[4], &b_ih = v[5], &b_hh = v[6],
+               &w_hr = v[7];
+  const Cell cell = static_cast<Cell>(ctx->saved_data["cell"].toInt());
+  const bool reverse = ctx->saved_data["reverse"].toBool();
+  const int64_t steps = input.size(0);
+  Tensor h = h0, c = c0;
+  std::vector<Tensor> outs(steps);
+  for (int64_t k = 0; k < steps; ++k) {
+    const int64_t t = reverse ? steps - 1 - k : k;
+    Tensor gx = at::linear(input[t], w_ih, b_ih), gh = at::linear(h, w_hh, b_hh);
+    switch (cell) {
+      case Cell::Lstm: {
+        auto g = gx.add(gh).chunk(4, 1);
+        c = g[1].sigmoid().mul(c).add(g[0].sigmoid().mul(g[2].tanh()));
+        h = g[3].sigmoid().mul(c.tanh());
+        if (w_hr.defined()) h = at::linear(h, w_hr);
+        break;
+      }
+      case Cell::Gru: {
+        auto a = gx.chunk(3, 1), b = gh.chunk(3, 1);
+        Tensor r = a[0].add(b[0]).sigmoid(), z = a[1].add(b[1]).sigmoid();
+        Tensor n = a[2].add(r.mul(b[2])).tanh();
+        h = n.add(z.mul(h.sub(n)));
+        break;
+      }
+      case Cell::Tanh: h = gx.add(gh).tanh(); break;
+      case Cell::Relu: h = gx.add(gh).relu(); break;
+    }
+    outs[t] = h;
+  }
+  std::vector<Tensor> results{at::stack(outs, 0), h}, grad_results;
+  if (c0.defined()) results.push_back(c);
+  for (size_t k = 0; k < results.size(); ++k)
+    grad_results.push_back(grads[k].defined() ? grads[k] : at::zeros_like(results[k]));
+  std::vector<Tensor> wrt;
+  std::vector<size_t> where;
+  for (size_t k = 0; k < 8; ++k)
+    if (v[k].defined() && v[k].requires_grad()) {
+      wrt.push_back(v[k]);
+      where.push_back(k);
+    }
+  torch::autograd::variable_list out(10);
+  if (wrt.empty()) return out;
+  auto got = torch::autograd::grad(results, wrt, grad_results, /*retain_graph=*/true, /*create_graph=*/true,
+                                   /*allow_unused=*/true);
+  for (size_t k = 0; k < where.size(); ++k) out[where[k]] = got[k];
+  return out;
+}
 
 // nn.RNNBase's stack, layer by layer with RnnLayerFunction: (output, h_n[, c_n]).
 std::vector<Tensor> layers_with_gradients(Cell cell, const Tensor& input, at::TensorList hx, at::TensorList params,

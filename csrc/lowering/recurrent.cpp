@@ -9,12 +9,15 @@
 //    ones PyTorch's CUDA kernels use, since the backward ops receive them from
 //    autograd: LSTM [i, f, g, o] (activated), GRU [r, z, n, hx, hn] where hn is
 //    the hidden gates' new-gate part with its bias.
-//  - Whole layers: aten::lstm/gru/rnn_tanh/rnn_relu (.input) as one program
-//    in which each layer and direction is ONE stablehlo.while over time. The
-//    input projection of every step is one matmul before the loop; the loop
-//    carries the step counter, the state and the output sequence. aten/
-//    (csrc/aten/recurrent.cpp) takes this path only where no gradient is
-//    needed and no dropout is drawn.
+//  - Whole layers, each layer and direction ONE stablehlo.while over time:
+//    the input projection of every step is one matmul before the loop, which
+//    carries the step counter, the state and the output sequence.
+//    aten::lstm/gru/rnn_tanh/rnn_relu (.input) is the whole stack as one
+//    program (no gradient, no dropout); torch_tpu::rnn_layer is one layer and
+//    direction that also keeps, per step, what its backward needs, and
+//    torch_tpu::rnn_layer_backward runs a second loop back over time, after
+//    which the weight and input gradients are matmuls over all steps at once.
+//    csrc/aten/recurrent.cpp says which runs when.
 // Half-precision inputs compute each step in f32 and round the state once per
 // step to the input's type, as the state PyTorch carries between steps is.
 #include "lowering/common.h"
