@@ -63,8 +63,16 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", default="benchmarks/results/rnn.json")
+    # defer_and_fuse records the per-step path into graphs of hundreds of
+    # steps, which XLA's CPU compiler takes minutes over at 128 steps.
+    p.add_argument("--no-defer", action="store_true", help="leave out the defer_and_fuse rows")
+    # PyTorch's CPU threads spin: on a machine shared with other work, more
+    # than one made the CPU rows 2-40x slower and erratic. 0 keeps PyTorch's default.
+    p.add_argument("--cpu-threads", type=int, default=1)
     a = p.parse_args()
 
+    if a.cpu_threads > 0:
+        torch.set_num_threads(a.cpu_threads)
     torch.manual_seed(0)
     cpu = torch.nn.LSTM(a.input, a.hidden, num_layers=2)
     tpu = copy.deepcopy(cpu).to("tpu")
@@ -110,8 +118,9 @@ def main():
         torch.testing.assert_close(fn().detach().cpu(), want, rtol=1e-4, atol=1e-5, msg=name)
 
     nothing = lambda: None  # noqa: E731
+    keep = lambda paths: {k: v for k, v in paths.items() if not (a.no_defer and "defer" in k)}  # noqa: E731
     rows = {
-        "forward": measure({
+        "forward": measure(keep({
             "cpu eager": (lambda: forward(cpu, x_cpu, False), nothing),
             "tpu whole stack (strict, no grad)": (lambda: forward(tpu, x, False), sync),
             "tpu layer loops (strict, grad recorded)": (lambda: forward(tpu, x, True), sync),
@@ -119,18 +128,18 @@ def main():
             "tpu per step (defer_and_fuse, grad recorded)": (in_mode("defer_and_fuse", lambda: per_step(tpu, x)),
                                                              sync),
             "tpu torch.compile (no grad)": (lambda: forward(compiled, x, False), sync),
-        }, a.repeats, a.rounds),
-        "forward+backward": measure({
+        }), a.repeats, a.rounds),
+        "forward+backward": measure(keep({
             "cpu eager": (lambda: train_step(plain, cpu, x_cpu), nothing),
             "tpu layer loops (strict)": (lambda: train_step(plain, tpu, x), sync),
             "tpu per step (strict)": (lambda: train_step(per_step, tpu, x), sync),
             "tpu per step (defer_and_fuse)": (in_mode("defer_and_fuse", lambda: train_step(per_step, tpu, x)),
                                               sync),
             "tpu torch.compile": (lambda: train_step(plain, compiled, x), sync),
-        }, a.repeats, a.rounds),
+        }), a.repeats, a.rounds),
     }
     print(f"platform: {torch_tpu.platform()['platform_name']}; 2-layer LSTM, {a.steps} steps, batch {a.batch}, "
-          f"input {a.input}, hidden {a.hidden}, float32; median over {a.rounds} interleaved rounds of {a.repeats}")
+          f"input {a.input}, hidden {a.hidden}, float32, {torch.get_num_threads()} CPU thread(s); median over {a.rounds} interleaved rounds of {a.repeats}")
     results = {"config": vars(a), "ms": rows, "ratio_over_cpu": {}}
     for kind, row in rows.items():
         base = row["cpu eager"]
