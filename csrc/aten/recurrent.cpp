@@ -100,9 +100,9 @@ struct RnnLayerFunction : public torch::autograd::Function<RnnLayerFunction> {
                                                 const OptTensor& w_hr, int64_t cell, bool reverse) {
     auto [out, hy, cy, gates, states] = rnn_layer_op(input, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, cell, reverse);
     auto or_undefined = [](const OptTensor& t) { return t ? *t : Tensor(); };
-    // Empty results (the states rnn_tanh keeps, the GRU's cy) are neither
-    // saved nor returned: torch.compile's programs take and give whole
-    // buffers, which an empty tensor has none of.
+    // Empty results (the GRU and rnn_* keep no states, rnn_* no gates, and
+    // only the LSTM has a cy) are neither saved nor returned: torch.compile's
+    // programs take and give whole buffers, which an empty tensor has none of.
     auto unless_empty = [](const Tensor& t) { return t.numel() > 0 ? t : Tensor(); };
     ctx->save_for_backward({input, h0, or_undefined(c0), w_ih, w_hh, or_undefined(b_ih), or_undefined(b_hh),
                             or_undefined(w_hr), out, unless_empty(gates), unless_empty(states)});
