@@ -3,11 +3,17 @@ eager mode and under torch.compile(backend="tpu"): the same module weights
 run on both, and outputs, final states, input and initial-state gradients
 and every parameter gradient are compared.
 
-Two tpu paths are covered (csrc/aten/recurrent.cpp says which runs when):
-with gradients the composite per-step path (fused cells and their backward
-ops), without gradients one device loop per layer and direction. Bad inputs
-raise on tpu the exception the CPU raises."""
+Every tpu path is covered (csrc/aten/recurrent.cpp says which runs when):
+without gradients the whole stack as one lowered op (a device loop per
+layer and direction); with gradients, dropout or under torch.compile one
+torch_tpu::rnn_layer per layer and direction and its backward loop; under
+autocast, for packed sequences and for the cells PyTorch's composite
+per-step path (the fused cells and their backward ops). Bad inputs raise on
+tpu the exception the CPU raises."""
+import collections
+import contextlib
 import copy
+import functools
 import re
 
 import pytest
@@ -15,6 +21,7 @@ import torch
 import torch.nn as nn
 import torch_tpu
 from torch.nn.utils.rnn import pack_padded_sequence, pack_sequence, pad_packed_sequence
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch_tpu import dynamo as tpu_dynamo
 from torch_tpu.validate.compare import OpRecorder
 
@@ -49,22 +56,34 @@ def pair(module, mode):
     return module, tpu, torch.compile(tpu, backend="tpu") if mode == "compile" else tpu
 
 
-def run_mode(mode):
-    return torch_tpu.eager_mode("strict" if mode == "compile" else mode)
+@contextlib.contextmanager
+def run_mode(mode, captured=True):
+    """The eager mode; "compile" also lets Dynamo trace nn.RNN/GRU/LSTM (by
+    default it leaves them to eager, on every backend) and, where `captured`,
+    checks that the tpu backend captured programs."""
+    if mode != "compile":
+        with torch_tpu.eager_mode(mode):
+            yield
+        return
+    with torch_tpu.eager_mode("strict"), torch._dynamo.config.patch(allow_rnn=True):
+        yield
+    if captured:
+        stats = tpu_dynamo.compile_stats()
+        assert stats["captures"] > 0 and stats["eager_graphs"] == 0, stats
 
 
 def leaf(t, device):
     return t.detach().to(device).requires_grad_()
 
 
-def check_forward_backward(cpu_mod, tpu_mod, tpu_call, mode, inputs):
+def check_forward_backward(cpu_mod, tpu_mod, tpu_call, mode, inputs, captured=True):
     """inputs: CPU tensors; each becomes a leaf on both devices. Compares the
     results, the inputs' gradients and the parameters' gradients; then the
     same forward without gradients (the device-loop path)."""
     cpu_in = [leaf(t, "cpu") for t in inputs]
     tpu_in = [leaf(t, "tpu") for t in inputs]
     want = flat(cpu_mod(*cpu_in))
-    with run_mode(mode):
+    with run_mode(mode, captured):
         got = flat(tpu_call(*tpu_in))
         # One scalar over every result so that each gets a gradient.
         weights = [torch.randn(w.shape, generator=torch.Generator().manual_seed(k)) for k, w in enumerate(want)]
@@ -166,7 +185,11 @@ def test_cells(case, given, mode):
     if given:
         module = CellWithStates(module)
         inputs += [torch.randn(B, H, generator=_gen(2 + k)) for k in range(n_states)]
-    check_forward_backward(*pair(module, mode), mode, inputs)
+    # torch 2.13's meta function of _thnn_fused_lstm_cell reads the biases'
+    # devices even when there are none: Dynamo cannot trace LSTMCell(bias=False)
+    # on any device but the CPU and runs that frame eagerly.
+    captured = case[0] != "lstm_cell_no_bias"
+    check_forward_backward(*pair(module, mode), mode, inputs, captured)
 
 
 class Packed(nn.Module):
@@ -195,7 +218,9 @@ def test_packed_sequences(case, mode):
     torch.manual_seed(0)
     module = Packed(factory(), torch.tensor(lengths), enforce_sorted)
     x = torch.randn(max(lengths), len(lengths), I, generator=_gen(1))
-    check_forward_backward(*pair(module, mode), mode, [x])
+    # Dynamo does not trace pack_padded_sequence and pad_packed_sequence (on
+    # any backend): under compile these run eagerly.
+    check_forward_backward(*pair(module, mode), mode, [x], captured=False)
 
 
 def test_pack_sequence_list():
@@ -208,6 +233,26 @@ def test_pack_sequence_list():
     got, gh = tpu(pack_sequence([s.to("tpu") for s in seqs], enforce_sorted=False))
     close(pad_packed_sequence(got)[0], pad_packed_sequence(out)[0])
     close(gh, h)
+
+
+@pytest.mark.parametrize("cell", ["lstm_proj", "gru", "rnn_relu"])
+def test_double_backward(cell):
+    """create_graph=True through the layer loops (a gradient penalty): the
+    second derivatives match the CPU's."""
+    torch.manual_seed(0)
+    module = {"lstm_proj": lambda: nn.LSTM(I, H, proj_size=PROJ, bidirectional=True),
+              "gru": lambda: nn.GRU(I, H, num_layers=2),
+              "rnn_relu": lambda: nn.RNN(I, H, nonlinearity="relu")}[cell]()
+    tpu = copy.deepcopy(module).to("tpu")
+    x = torch.randn(T, B, I, generator=_gen(1))
+    xc, xt = leaf(x, "cpu"), leaf(x, "tpu")
+    for m, xv in ((module, xc), (tpu, xt)):
+        out = m(xv)[0]
+        g, = torch.autograd.grad(out.square().sum(), xv, create_graph=True)
+        (g.square().sum() + out.sum()).backward()
+    close(xt.grad, xc.grad)
+    for p, q in zip(module.parameters(), tpu.parameters()):
+        close(q.grad, p.grad)
 
 
 # ---- dropout between layers
@@ -248,35 +293,86 @@ def test_dropout_draws_in_training(mode, grad):
 
 # ---- which path runs
 
-def _ops_and_count(module, x, grad):
-    before = torch_tpu.metrics()["ops_recorded"]
-    rec = OpRecorder()
-    with torch.set_grad_enabled(grad), rec:
-        out = module(x)[0]
-    out.cpu()
-    return rec.ops, torch_tpu.metrics()["ops_recorded"] - before
+class OpCounter(TorchDispatchMode):
+    """Counts the ATen (and torch_tpu) operator calls a run makes."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls[func._schema.name] += 1
+        return func(*args, **(kwargs or {}))
 
 
 def test_device_loop_is_one_op_whatever_the_length():
     """Without gradients a 2-layer LSTM is one aten::lstm op (each layer a
-    device while loop): the ops recorded do not grow with the sequence."""
+    device while loop), whatever the sequence length."""
     torch.manual_seed(0)
     module = nn.LSTM(I, H, num_layers=2).to("tpu")
-    counts = []
+    h0 = torch.zeros(2, B, H, device="tpu")
     for steps in (3, 9):
         x = torch.randn(steps, B, I).to("tpu")
-        h0 = torch.zeros(2, B, H, device="tpu")
-        ops, count = _ops_and_count(lambda v: module(v, (h0, h0)), x, grad=False)
-        assert "aten::lstm" in ops and "aten::_thnn_fused_lstm_cell" not in ops, sorted(ops)
-        counts.append(count)
-    assert counts[0] == counts[1] == 1, counts
+        counter = OpCounter()
+        with torch.no_grad(), counter:
+            out = module(x, (h0, h0))[0]
+        assert counter.calls == {"aten::lstm": 1}, counter.calls
+        assert out.shape == (steps, B, H)
 
 
-def test_gradients_take_the_per_step_path():
+def test_gradients_take_the_layer_loops():
+    """With gradients each layer and direction is one torch_tpu::rnn_layer
+    (a device loop) and its backward one rnn_layer_backward: the ops of
+    forward and backward do not depend on the sequence length."""
     torch.manual_seed(0)
-    module = nn.GRU(I, H).to("tpu")
-    ops, _ = _ops_and_count(module, torch.randn(T, B, I).to("tpu"), grad=True)
-    assert "aten::_thnn_fused_gru_cell" in ops, sorted(ops)
+    module = nn.GRU(I, H, num_layers=2, bidirectional=True).to("tpu")
+    calls = []
+    for steps in (3, 9):
+        module.zero_grad(set_to_none=True)  # both runs store fresh gradients
+        counter = OpCounter()
+        with counter:
+            module(torch.randn(steps, B, I).to("tpu"))[0].sum().backward()
+        assert counter.calls["torch_tpu::rnn_layer"] == counter.calls["torch_tpu::rnn_layer_backward"] == 4
+        assert "aten::_thnn_fused_gru_cell" not in counter.calls
+        calls.append(counter.calls)
+    assert calls[0] == calls[1], calls
+
+
+@pytest.mark.parametrize("mode", MODES[:3])
+@pytest.mark.parametrize("op", ["lstm", "gru"])
+def test_per_step_composite_path(op, mode):
+    """PyTorch's composite aten::lstm/gru (the path autocast takes): the fused
+    cells and their backward ops, step by step."""
+    torch.manual_seed(0)
+    module = (nn.LSTM if op == "lstm" else nn.GRU)(I, H, num_layers=2, bidirectional=True)
+    tpu = copy.deepcopy(module).to("tpu")
+    x = torch.randn(T, B, I, generator=_gen(1))
+    h = initial_states(module, True, 2)[0]
+    overload = getattr(torch.ops.aten, op).input
+    # The C++ composite kernel itself (decompose() would take PyTorch's Python
+    # decomposition, which has no fused cells).
+    composite = functools.partial(overload._op_dk, torch._C.DispatchKey.CompositeImplicitAutograd)
+
+    def run(m, x, h):
+        return composite(x, h, m._flat_weights, True, 2, 0.0, True, True, False)
+
+    xc, xt = leaf(x, "cpu"), leaf(x, "tpu")
+    hc = [leaf(t, "cpu") for t in (h if op == "lstm" else (h,))]
+    ht = [leaf(t, "tpu") for t in (h if op == "lstm" else (h,))]
+    with run_mode(mode):
+        want = run(module, xc, hc if op == "lstm" else hc[0])
+        rec = OpRecorder()
+        with rec:
+            got = run(tpu, xt, ht if op == "lstm" else ht[0])
+            sum(g.sum() for g in got).backward()
+        sum(w.sum() for w in want).backward()
+        assert f"aten::_thnn_fused_{op}_cell" in rec.ops, sorted(rec.ops)
+        for g, w in zip(got, want):
+            close(g, w)
+        for g, w in zip([xt] + ht, [xc] + hc):
+            close(g.grad, w.grad)
+        for p, q in zip(module.parameters(), tpu.parameters()):
+            close(q.grad, p.grad)
 
 
 def test_autocast_takes_the_per_step_path():

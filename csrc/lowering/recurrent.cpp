@@ -9,12 +9,15 @@
 //    ones PyTorch's CUDA kernels use, since the backward ops receive them from
 //    autograd: LSTM [i, f, g, o] (activated), GRU [r, z, n, hx, hn] where hn is
 //    the hidden gates' new-gate part with its bias.
-//  - Whole layers: aten::lstm/gru/rnn_tanh/rnn_relu (.input) as one program
-//    in which each layer and direction is ONE stablehlo.while over time. The
-//    input projection of every step is one matmul before the loop; the loop
-//    carries the step counter, the state and the output sequence. aten/
-//    (csrc/aten/recurrent.cpp) takes this path only where no gradient is
-//    needed and no dropout is drawn.
+//  - Whole layers, each layer and direction ONE stablehlo.while over time:
+//    the input projection of every step is one matmul before the loop, which
+//    carries the step counter, the state and the output sequence.
+//    aten::lstm/gru/rnn_tanh/rnn_relu (.input) is the whole stack as one
+//    program (no gradient, no dropout); torch_tpu::rnn_layer is one layer and
+//    direction that also keeps, per step, what its backward needs, and
+//    torch_tpu::rnn_layer_backward runs a second loop back over time, after
+//    which the weight and input gradients are matmuls over all steps at once.
+//    csrc/aten/recurrent.cpp says which runs when.
 // Half-precision inputs compute each step in f32 and round the state once per
 // step to the input's type, as the state PyTorch carries between steps is.
 #include "lowering/common.h"
@@ -217,60 +220,112 @@ Value times_transposed(Builder& b, Value x, Value w) {
   return b.dot_general(x, w, {}, {}, {x.rank() - 1}, {1}, opmath(x.dtype()));
 }
 
+// What the backward loop needs of a forward step, one [T, B, *] buffer each,
+// indexed by time: LSTM gates [i, f, g, o] (activated) and states [c] (and
+// the unprojected h after it with a projection); GRU gates [r, z, n, hn];
+// nothing for rnn_tanh/relu, whose outputs are their states.
+struct Saved {
+  Value gates, states;
+};
+
+int64_t saved_gate_width(Cell cell, int64_t hidden) {
+  return cell == Cell::Lstm || cell == Cell::Gru ? 4 * hidden : 0;
+}
+int64_t saved_state_width(Cell cell, int64_t hidden, bool proj) {
+  return cell == Cell::Lstm ? (proj ? 2 : 1) * hidden : 0;
+}
+
+Value time_slice(Builder& r, Value all, Value at) {
+  Value zero = r.constant_int(0, E::I64);
+  const Shape& s = all.shape();
+  return r.reshape(r.dynamic_slice(all, {at, zero, zero}, {1, s[1], s[2]}), {s[1], s[2]});
+}
+Value time_update(Builder& r, Value all, Value v, Value at) {
+  Value zero = r.constant_int(0, E::I64);
+  return r.dynamic_update_slice(all, r.reshape(v, {1, v.shape()[0], v.shape()[1]}), {at, zero, zero});
+}
+
+// The time index of loop step k: forward from 0, or back from T - 1.
+Value time_of(Builder& r, Value k, int64_t steps, bool backwards) {
+  return backwards ? r.sub(r.constant_int(steps - 1, E::I64), k) : k;
+}
+
 // One direction of one layer over the time-major x [T, B, I]: the outputs
-// [T, B, H_out] and the final state. One stablehlo.while over the steps.
+// [T, B, H_out] and the final state. One stablehlo.while over the steps;
+// with `saved`, it also fills the buffers the backward loop reads.
 std::pair<Value, LayerState> run_layer(Builder& b, Cell cell, Value x, const LayerState& init,
-                                       const LayerWeights& w, bool reverse) {
+                                       const LayerWeights& w, bool reverse, Saved* saved = nullptr) {
   E t = x.dtype(), c = opmath(t);
-  const int64_t steps = x.shape()[0], batch = x.shape()[1], gates = w.w_ih.shape()[0];
-  const int64_t h_out = init.h.shape()[1];
+  const int64_t steps = x.shape()[0], batch = x.shape()[1];
+  const int64_t h_out = init.h.shape()[1], hidden = w.w_hh.shape()[0] / gate_count(cell);
+  const bool lstm = cell == Cell::Lstm;
   Value outputs = b.zeros(t, {steps, batch, h_out});
+  if (saved) {
+    saved->gates = b.zeros(t, {steps, batch, saved_gate_width(cell, hidden)});
+    saved->states = b.zeros(t, {steps, batch, saved_state_width(cell, hidden, bool(w.w_hr))});
+  }
   if (steps == 0) return {outputs, init};
   // Every step's input projection at once: the loop only multiplies the state.
   Value gx_all = plus_bias(b, times_transposed(b, x, w.w_ih), w.b_ih);
-  auto step = [&](Builder& r, Value gx, Value h, const std::optional<Value>& cx) -> LayerState {
+  struct Step {
+    LayerState next;
+    Value gates, states;  // what `saved` keeps of this step
+  };
+  auto step = [&](Builder& r, Value gx, Value h, const std::optional<Value>& cx) -> Step {
     Value gh = plus_bias(r, times_transposed(r, h, w.w_hh), w.b_hh);
     switch (cell) {
       case Cell::Lstm: {
         LstmStep s = lstm_step(r, r.add(gx, gh), cast(r, *cx, c));
-        Value hy = cast(r, s.h, t);
-        if (w.w_hr) hy = cast(r, times_transposed(r, hy, *w.w_hr), t);
-        return {hy, cast(r, s.c, t)};
+        Value raw = cast(r, s.h, t), hy = raw;
+        if (w.w_hr) hy = cast(r, times_transposed(r, raw, *w.w_hr), t);
+        Value cy = cast(r, s.c, t);
+        return {{hy, cy}, cast(r, r.concatenate({s.i, s.f, s.g, s.o}, 1), t),
+                w.w_hr ? r.concatenate({cy, raw}, 1) : cy};
       }
-      case Cell::Gru:
-        return {cast(r, gru_step(r, gx, gh, cast(r, h, c)).h, t), std::nullopt};
+      case Cell::Gru: {
+        GruStep s = gru_step(r, gx, gh, cast(r, h, c));
+        return {{cast(r, s.h, t), std::nullopt}, cast(r, r.concatenate({s.r, s.z, s.n, s.hn}, 1), t), {}};
+      }
       case Cell::Tanh:
-        return {cast(r, r.tanh(r.add(gx, gh)), t), std::nullopt};
+        return {{cast(r, r.tanh(r.add(gx, gh)), t), std::nullopt}, {}, {}};
       case Cell::Relu: {
         Value sum = r.add(gx, gh);
-        return {cast(r, nan_max(r, sum, splat(r, 0, sum)), t), std::nullopt};
+        return {{cast(r, nan_max(r, sum, splat(r, 0, sum)), t), std::nullopt}, {}, {}};
       }
     }
     return {};
   };
-  const bool lstm = cell == Cell::Lstm;
-  // carry: step, h, [c,] outputs
+  // carry: step, h, [c,] outputs[, saved gates, saved states]
   Values carry{b.constant_int(0, E::I64), init.h};
   if (lstm) carry.push_back(*init.c);
+  const size_t out_at = carry.size();
   carry.push_back(outputs);
+  if (saved) {
+    carry.push_back(saved->gates);
+    carry.push_back(saved->states);
+  }
   hlo::RegionFn cond = [&](Builder& r, const Values& s) {
     return Values{r.compare(s[0], r.constant_int(steps, E::I64), hlo::Compare::LT)};
   };
   hlo::RegionFn body = [&](Builder& r, const Values& s) {
-    Value k = s[0];
-    Value at = reverse ? r.sub(r.constant_int(steps - 1, E::I64), k) : k;
-    Value zero = r.constant_int(0, E::I64);
-    Value gx = r.reshape(r.dynamic_slice(gx_all, {at, zero, zero}, {1, batch, gates}), {batch, gates});
-    LayerState next = step(r, gx, s[1], lstm ? std::optional<Value>(s[2]) : std::nullopt);
-    Value out = r.dynamic_update_slice(s.back(), r.reshape(next.h, {1, batch, h_out}), {at, zero, zero});
-    Values result{r.add(k, r.constant_int(1, E::I64)), next.h};
-    if (lstm) result.push_back(*next.c);
-    result.push_back(out);
+    Value k = s[0], at = time_of(r, k, steps, reverse);
+    Step st = step(r, time_slice(r, gx_all, at), s[1], lstm ? std::optional<Value>(s[2]) : std::nullopt);
+    Values result{r.add(k, r.constant_int(1, E::I64)), st.next.h};
+    if (lstm) result.push_back(*st.next.c);
+    result.push_back(time_update(r, s[out_at], st.next.h, at));
+    if (saved) {
+      result.push_back(st.gates.valid() ? time_update(r, s[out_at + 1], st.gates, at) : s[out_at + 1]);
+      result.push_back(st.states.valid() ? time_update(r, s[out_at + 2], st.states, at) : s[out_at + 2]);
+    }
     return result;
   };
   Values done = while_loop(b, carry, cond, body);
+  if (saved) {
+    saved->gates = done[out_at + 1];
+    saved->states = done[out_at + 2];
+  }
   LayerState last{done[1], lstm ? std::optional<Value>(done[2]) : std::nullopt};
-  return {done.back(), last};
+  return {done[out_at], last};
 }
 
 // The weights of layer `layer`, direction `dir` in the flat parameter list
@@ -373,6 +428,164 @@ Values lower_rnn_layers(Context& ctx, const Args& a, Cell cell) {
   return result;
 }
 
+// ---- one layer and direction with gradients: torch_tpu::rnn_layer and
+// torch_tpu::rnn_layer_backward (aten/ wraps them in an autograd function)
+
+Cell cell_arg(const Arg& a) {
+  int64_t v = a.as_int();
+  TPU_CHECK(v >= 0 && v <= 3, ErrorKind::Value, "rnn_layer: unknown cell kind ", v);
+  return static_cast<Cell>(v);
+}
+
+LayerWeights weights_arg(const Args& a, size_t first) {
+  LayerWeights w;
+  w.w_ih = a.at(first).as_tensor();
+  w.w_hh = a.at(first + 1).as_tensor();
+  w.b_ih = a.at(first + 2).opt_tensor();
+  w.b_hh = a.at(first + 3).opt_tensor();
+  w.w_hr = a.at(first + 4).opt_tensor();
+  return w;
+}
+
+// (input [T, B, I], h0 [B, H_out], c0?, w_ih, w_hh, b_ih?, b_hh?, w_hr?, cell,
+// reverse) -> (output, hy, cy, saved gates, saved states); cy is empty but
+// for the LSTM.
+Values lower_rnn_layer(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Cell cell = cell_arg(a.at(8));
+  Value x = a.at(0).as_tensor();
+  LayerState init{a.at(1).as_tensor(), a.at(2).opt_tensor()};
+  TPU_CHECK(cell != Cell::Lstm || init.c, ErrorKind::Runtime, "rnn_layer: the LSTM needs c0");
+  Saved saved;
+  auto [out, last] = run_layer(b, cell, x, init, weights_arg(a, 3), a.at(9).as_bool(), &saved);
+  return {out, last.h, last.c ? *last.c : b.zeros(x.dtype(), {0}), saved.gates, saved.states};
+}
+
+// The forward's gradients by one stablehlo.while back over time: each step
+// turns the gradient reaching its state into the gradients of its gates
+// (stored per step) and of the state before it. The weight and input
+// gradients are then a few matmuls over every step at once.
+// (grad_output, grad_hy, grad_cy?, input, h0, c0?, w_ih, w_hh, b_ih?, b_hh?,
+// w_hr?, output, saved gates, saved states, cell, reverse) -> (d input, d h0,
+// d c0, d w_ih, d w_hh, d b_ih, d b_hh, d w_hr); d c0 and d w_hr are empty
+// where there is none, the bias gradients are computed whether or not there
+// are biases (aten/ drops them).
+Values lower_rnn_layer_backward(Context& ctx, const Args& a) {
+  Builder& b = ctx.b;
+  Cell cell = cell_arg(a.at(14));
+  const bool reverse = a.at(15).as_bool(), lstm = cell == Cell::Lstm;
+  Value x = a.at(3).as_tensor(), h0 = a.at(4).as_tensor();
+  LayerWeights w = weights_arg(a, 6);
+  Value out = a.at(11).as_tensor(), gates = a.at(12).as_tensor(), states = a.at(13).as_tensor();
+  E t = x.dtype(), c = opmath(t);
+  const int64_t steps = x.shape()[0], batch = x.shape()[1], h_out = h0.shape()[1];
+  const int64_t hidden = w.w_hh.shape()[0] / gate_count(cell), g = w.w_hh.shape()[0];
+  const bool proj = bool(w.w_hr);
+  Value go_all = cast(b, a.at(0).as_tensor(), c);
+  Value w_hh = cast(b, w.w_hh, c);
+  // d gates of the input projection and of the state's (they differ for the
+  // GRU's new gate only), and d of the projected output per step.
+  Values carry{b.constant_int(0, E::I64), cast(b, a.at(1).as_tensor(), c)};
+  if (lstm) carry.push_back(cast(b, *a.at(2).opt_tensor(), c));
+  const size_t bufs = carry.size();
+  carry.push_back(b.zeros(c, {steps, batch, g}));
+  carry.push_back(b.zeros(c, {steps, batch, cell == Cell::Gru ? g : 0}));
+  carry.push_back(b.zeros(c, {steps, batch, proj ? h_out : 0}));
+  // The LSTM's cell state per step (the saved states lead with it).
+  Value c0 = lstm ? *a.at(5).opt_tensor() : Value{};
+  Value c_all = lstm && proj ? b.slice(states, {0, 0, 0}, {steps, batch, hidden}, {1, 1, 1}) : states;
+  hlo::RegionFn cond = [&](Builder& r, const Values& s) {
+    return Values{r.compare(s[0], r.constant_int(steps, E::I64), hlo::Compare::LT)};
+  };
+  hlo::RegionFn body = [&](Builder& r, const Values& s) {
+    Value k = s[0], at = time_of(r, k, steps, !reverse);
+    // The step before this one in the forward's order, and whether there is none.
+    Value prev = reverse ? r.add(at, r.constant_int(1, E::I64)) : r.sub(at, r.constant_int(1, E::I64));
+    Value first = r.compare(at, r.constant_int(reverse ? steps - 1 : 0, E::I64), hlo::Compare::EQ);
+    auto before = [&](Value all, Value initial) {
+      Value v = time_slice(r, all, prev);  // dynamic_slice clamps the index of the first step
+      return r.select(r.broadcast_in_dim(first, v.shape(), {}), initial, v);
+    };
+    Value dh = r.add(s[1], time_slice(r, go_all, at));
+    Values next{r.add(k, r.constant_int(1, E::I64))};
+    Value d_gx, d_gh, d_proj;
+    switch (cell) {
+      case Cell::Lstm: {
+        Value gv = cast(r, time_slice(r, gates, at), c);
+        Value i = part(r, gv, 0, 4), f = part(r, gv, 1, 4), gg = part(r, gv, 2, 4), o = part(r, gv, 3, 4);
+        Value ct = cast(r, time_slice(r, c_all, at), c), c_prev = cast(r, before(c_all, c0), c);
+        Value draw = dh;
+        if (proj) {
+          d_proj = dh;
+          draw = r.dot_general(dh, cast(r, *w.w_hr, c), {}, {}, {1}, {0}, c);
+        }
+        Value tc = r.tanh(ct);
+        Value dc = r.add(s[2], r.mul(r.mul(draw, o), tanh_slope(r, tc)));
+        Value di = r.mul(r.mul(dc, gg), sigmoid_slope(r, i));
+        Value df = r.mul(r.mul(dc, c_prev), sigmoid_slope(r, f));
+        Value dg = r.mul(r.mul(dc, i), tanh_slope(r, gg));
+        Value d_o = r.mul(r.mul(draw, tc), sigmoid_slope(r, o));
+        d_gx = r.concatenate({di, df, dg, d_o}, 1);
+        next.push_back(r.dot_general(d_gx, w_hh, {}, {}, {1}, {0}, c));
+        next.push_back(r.mul(dc, f));
+        break;
+      }
+      case Cell::Gru: {
+        Value gv = cast(r, time_slice(r, gates, at), c);
+        Value rg = part(r, gv, 0, 4), z = part(r, gv, 1, 4), n = part(r, gv, 2, 4), hn = part(r, gv, 3, 4);
+        Value h_prev = cast(r, before(out, h0), c);
+        Value dz = r.mul(r.mul(dh, r.sub(h_prev, n)), sigmoid_slope(r, z));
+        Value dn = r.mul(r.mul(dh, one_minus(r, z)), tanh_slope(r, n));
+        Value dr = r.mul(r.mul(dn, hn), sigmoid_slope(r, rg));
+        d_gx = r.concatenate({dr, dz, dn}, 1);
+        d_gh = r.concatenate({dr, dz, r.mul(dn, rg)}, 1);
+        next.push_back(r.add(r.mul(dh, z), r.dot_general(d_gh, w_hh, {}, {}, {1}, {0}, c)));
+        break;
+      }
+      case Cell::Tanh:
+      case Cell::Relu: {
+        Value h = cast(r, time_slice(r, out, at), c);
+        Value slope = cell == Cell::Tanh
+                          ? tanh_slope(r, h)
+                          : r.select(r.compare(h, splat(r, 0, h), hlo::Compare::GT), splat(r, 1, h), splat(r, 0, h));
+        d_gx = r.mul(dh, slope);
+        next.push_back(r.dot_general(d_gx, w_hh, {}, {}, {1}, {0}, c));
+        break;
+      }
+    }
+    next.push_back(time_update(r, s[bufs], d_gx, at));
+    next.push_back(d_gh.valid() ? time_update(r, s[bufs + 1], d_gh, at) : s[bufs + 1]);
+    next.push_back(d_proj.valid() ? time_update(r, s[bufs + 2], d_proj, at) : s[bufs + 2]);
+    return next;
+  };
+  Values done = steps == 0 ? carry : while_loop(b, carry, cond, body);
+  Value d_gx_all = done[bufs], d_gh_all = cell == Cell::Gru ? done[bufs + 1] : d_gx_all;
+  // The state each step started from: h0, then the outputs, in the forward's order.
+  Value h_prev_all;
+  if (steps == 0) {
+    h_prev_all = b.zeros(t, {0, batch, h_out});
+  } else {
+    Value h0_row = b.reshape(h0, {1, batch, h_out});
+    Value rest = reverse ? b.slice(out, {1, 0, 0}, {steps, batch, h_out}, {1, 1, 1})
+                         : b.slice(out, {0, 0, 0}, {steps - 1, batch, h_out}, {1, 1, 1});
+    h_prev_all = reverse ? b.concatenate({rest, h0_row}, 0) : b.concatenate({h0_row, rest}, 0);
+  }
+  auto over_steps = [&](Value d, Value v) {  // sum over time and batch of d^T v
+    return b.dot_general(d, cast(b, v, c), {}, {}, {0, 1}, {0, 1}, c);
+  };
+  Value dx = b.dot_general(d_gx_all, cast(b, w.w_ih, c), {}, {}, {2}, {0}, c);
+  Values result{cast(b, dx, t), cast(b, done[1], t), lstm ? cast(b, done[2], t) : b.zeros(t, {0}),
+                cast(b, over_steps(d_gx_all, x), w.w_ih.dtype()), cast(b, over_steps(d_gh_all, h_prev_all), t),
+                cast(b, b.reduce_sum(d_gx_all, {0, 1}), t), cast(b, b.reduce_sum(d_gh_all, {0, 1}), t)};
+  if (proj) {
+    Value raw_all = b.slice(states, {0, 0, hidden}, {steps, batch, 2 * hidden}, {1, 1, 1});
+    result.push_back(cast(b, over_steps(done[bufs + 2], raw_all), t));
+  } else {
+    result.push_back(b.zeros(t, {0}));
+  }
+  return result;
+}
+
 Values lower_lstm_layers(Context& ctx, const Args& a) { return lower_rnn_layers(ctx, a, Cell::Lstm); }
 Values lower_gru_layers(Context& ctx, const Args& a) { return lower_rnn_layers(ctx, a, Cell::Gru); }
 Values lower_rnn_tanh_layers(Context& ctx, const Args& a) { return lower_rnn_layers(ctx, a, Cell::Tanh); }
@@ -388,5 +601,7 @@ TPU_LOWERING("aten::gru.input", lower_gru_layers);
 TPU_LOWERING("aten::lstm.input", lower_lstm_layers);
 TPU_LOWERING("aten::rnn_relu.input", lower_rnn_relu_layers);
 TPU_LOWERING("aten::rnn_tanh.input", lower_rnn_tanh_layers);
+TPU_LOWERING("torch_tpu::rnn_layer", lower_rnn_layer);
+TPU_LOWERING("torch_tpu::rnn_layer_backward", lower_rnn_layer_backward);
 
 }  // namespace torch_tpu::lowering
