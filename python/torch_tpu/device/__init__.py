@@ -3,7 +3,7 @@
 This package is the module `import torch_tpu` registers as `torch.tpu`; its
 submodules `memory` (the memory API) and `amp` (mixed precision) are
 `torch.tpu.memory` and `torch.tpu.amp`, `properties` fills
-`get_device_properties`.
+`get_device_properties`, `precision` is the float32 matmul precision block.
 """
 
 import torch
@@ -34,6 +34,7 @@ from .memory import (  # noqa: F401
     set_per_process_memory_fraction,
     utilization,
 )
+from .precision import get_precision, precision  # noqa: F401
 from .properties import DeviceProperties, device_properties
 
 
