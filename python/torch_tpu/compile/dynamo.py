@@ -657,6 +657,9 @@ def _register():
     _register_device_interface()
     if "tpu" not in _COMPILER_FNS:
         register_backend(name="tpu")(backend)
+    from .default_backend import install
+
+    install()  # torch.compile(model) on tpu graphs: see default_backend.py
 
 
 _register()
