@@ -40,7 +40,8 @@ def _is_tpu_graph(gm, example_inputs) -> bool:
     return False
 
 
-def install() -> None:
+def install(tpu_backend) -> None:
+    """Routes tpu graphs of the default backend to `tpu_backend` (dynamo.backend)."""
     wrapper = torch._TorchCompileInductorWrapper
     inductor_call = wrapper.__call__
     if getattr(inductor_call, "_tpu_hands_off", False):
@@ -51,9 +52,7 @@ def install() -> None:
         # Not AOTInductor's subclass: a package for ahead-of-time use is Inductor's alone.
         if (getattr(self, "compiler_name", None) == "inductor"
                 and isinstance(model_, torch.fx.GraphModule) and _is_tpu_graph(model_, inputs_)):
-            from .dynamo import backend
-
-            return backend(model_, inputs_)
+            return tpu_backend(model_, inputs_)
         return inductor_call(self, model_, inputs_, **kwargs)
 
     __call__._tpu_hands_off = True

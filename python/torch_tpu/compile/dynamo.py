@@ -659,7 +659,7 @@ def _register():
         register_backend(name="tpu")(backend)
     from .default_backend import install
 
-    install()  # torch.compile(model) on tpu graphs: see default_backend.py
+    install(backend)  # torch.compile(model) on tpu graphs: see default_backend.py
 
 
 _register()
