@@ -122,6 +122,11 @@ with torch.tpu.precision("medium") as p:
     with torch.tpu.precision("high"):
         check(F.conv2d, x, w)
     assert torch.tpu.get_precision() == "medium"
+    # the backward runs on autograd's device thread: it sees the block too
+    wg = w.to("tpu").requires_grad_()
+    F.conv2d(x.to("tpu"), wg).sum().backward()
+    torch.testing.assert_close(wg.grad.cpu(), torch.func.grad(lambda w_: F.conv2d(x, w_).sum())(w),
+                               rtol=1e-5, atol=1e-5)
 case("after")
 assert torch.tpu.get_precision() == "highest"
 check(torch.mm, a[:4], b)
@@ -133,7 +138,9 @@ else:
     raise AssertionError("no error")
 assert torch.tpu.get_precision() == "highest"
 """)
-    assert cases["block"] == [("dot_general", "f32", "DEFAULT"), ("convolution", "f32", "HIGH")]
+    assert cases["block"][:2] == [("dot_general", "f32", "DEFAULT"), ("convolution", "f32", "HIGH")]
+    backward = cases["block"][2:]
+    assert backward and all(p == "DEFAULT" for _, _, p in backward), backward
     assert cases["after"] == [("dot_general", "f32", "HIGHEST")]
 
 

@@ -19,18 +19,23 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <string>
 
 namespace torch_tpu::aten {
 
 namespace {
 
-thread_local std::optional<hlo::DotPrecision> override_precision;
+// Process-wide, as PyTorch's own setting is: the backward of a block's ops
+// runs on autograd's device thread, and must see the block's setting too.
+// -1: no block is open.
+std::atomic<int> override_precision{-1};
 
 }  // namespace
 
 hlo::DotPrecision matmul_precision() {
-  if (override_precision) return *override_precision;
+  int overridden = override_precision.load(std::memory_order_relaxed);
+  if (overridden >= 0) return static_cast<hlo::DotPrecision>(overridden);
   const at::Context& ctx = at::globalContext();
   if (ctx.float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL) != at::Float32Precision::TF32)
     return hlo::DotPrecision::Highest;
@@ -40,9 +45,9 @@ hlo::DotPrecision matmul_precision() {
 }
 
 std::optional<hlo::DotPrecision> set_precision_override(std::optional<hlo::DotPrecision> p) {
-  std::optional<hlo::DotPrecision> previous = override_precision;
-  override_precision = p;
-  return previous;
+  int previous = override_precision.exchange(p ? static_cast<int>(*p) : -1);
+  if (previous < 0) return std::nullopt;
+  return static_cast<hlo::DotPrecision>(previous);
 }
 
 namespace {
@@ -76,7 +81,7 @@ void bind_matmul_precision(pybind11::module& m) {
         if (!previous) return std::nullopt;
         return std::string(torch_name(*previous));
       },
-      "Sets this thread's torch.tpu.precision (None clears it); returns the previous one");
+      "Sets torch.tpu.precision (None clears it); returns the previous one");
 }
 
 }  // namespace torch_tpu::aten

@@ -8,12 +8,12 @@
 
 namespace torch_tpu::aten {
 
-// What the op being issued now gets: the torch.tpu.precision block's
-// setting on this thread if one is open, else PyTorch's global setting.
+// What the op being issued now gets: the setting of the open
+// torch.tpu.precision block if there is one, else PyTorch's.
 hlo::DotPrecision matmul_precision();
 
-// torch.tpu.precision: sets (or, with nullopt, clears) this thread's
-// setting; returns the one it replaces.
+// torch.tpu.precision: sets (or, with nullopt, clears) the block's setting
+// (process-wide, as PyTorch's); returns the one it replaces.
 std::optional<hlo::DotPrecision> set_precision_override(std::optional<hlo::DotPrecision> p);
 
 }  // namespace torch_tpu::aten

@@ -3,9 +3,9 @@
 Float32 matrix products and convolutions on tpu are computed as
 `torch.get_float32_matmul_precision()` says ("highest" by default: full
 float32; "high": about TF32, three bfloat16 passes on a TPU; "medium": one
-bfloat16 pass). `with torch.tpu.precision("high"):` sets it for the ops the
-block issues on this thread, on tpu only (CPU matmuls keep PyTorch's
-setting). How PyTorch's own switches are read: csrc/aten/matmul_precision.cpp.
+bfloat16 pass). `with torch.tpu.precision("high"):` sets it for the ops
+issued while the block is open (their backward too, which autograd runs on
+its own thread), on tpu only (CPU matmuls keep PyTorch's setting). How PyTorch's own switches are read: csrc/aten/matmul_precision.cpp.
 """
 
 from .. import _C
@@ -28,5 +28,5 @@ class precision:  # noqa: N801 (TorchTPU's name)
 
 
 def get_precision() -> str:
-    """The precision float32 products issued now on this thread get."""
+    """The precision float32 products issued now get."""
     return _C._matmul_precision()
