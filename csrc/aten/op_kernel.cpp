@@ -18,6 +18,7 @@
 #include "aten/arg_reader.h"
 #include "aten/debug_compare.h"
 #include "aten/index_check.h"
+#include "aten/matmul_precision.h"
 #include "aten/op_results.h"
 #include "aten/op_route.h"
 #include "aten/tensor_bridge.h"
@@ -140,6 +141,7 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   runtime::OpCall call;
   call.lowering = route.lowering;
   call.default_float = to_hlo(at::get_default_dtype_as_scalartype());
+  call.precision = matmul_precision();
   ArgReader reader(schema, call);
   reader.read(lowering_args(schema, route, values), route.lowering->implicit_generator);
   call.device = reader.device();

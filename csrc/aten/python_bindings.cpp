@@ -62,6 +62,7 @@ namespace torch_tpu::aten {
 void bind_capture(py::module& m);
 void bind_custom_call(py::module& m);
 void bind_memory_history(py::module& m);
+void bind_matmul_precision(py::module& m);
 }
 
 PYBIND11_MODULE(_C, m) {
@@ -69,6 +70,7 @@ PYBIND11_MODULE(_C, m) {
   aten::bind_capture(m);
   aten::bind_custom_call(m);
   aten::bind_memory_history(m);
+  aten::bind_matmul_precision(m);
   m.def("_init", &init, "Set plugin search roots and register lowered ops");
   m.def("_load_runtime", []() { rt(); }, "Load the PJRT plugin now (raises if it cannot)");
   m.def("_runtime_loaded", &runtime::Runtime::initialized);

@@ -27,6 +27,13 @@ struct Value {
 
 enum class Compare { EQ, NE, LT, LE, GT, GE };
 
+// How exactly float32 products are computed (StableHLO's precision_config).
+// A TPU runs DEFAULT as one bfloat16 pass, HIGH as three (about TF32), and
+// HIGHEST as full float32; PyTorch's float32_matmul_precision "medium",
+// "high" and "highest" in that order. Plugins without the choice ignore it.
+enum class DotPrecision : uint8_t { Default, High, Highest };
+const char* precision_name(DotPrecision p);  // "DEFAULT", "HIGH", "HIGHEST"
+
 class Builder;
 using RegionFn = std::function<std::vector<Value>(Builder&, const std::vector<Value>& args)>;
 
@@ -128,6 +135,13 @@ class Builder {
   Value iota(const TensorType& type, int64_t dim);
 
   // ---- linear algebra
+  // dot_general and convolution (lowering/convolution.cpp) of float32 or
+  // complex64 operands carry this precision; other types carry none (a
+  // half-precision product is already one pass). Highest unless set.
+  void set_float32_precision(DotPrecision p) { float32_precision_ = p; }
+  DotPrecision float32_precision() const { return float32_precision_; }
+  // The `precision_config = [...]` attribute for operands of type t, or "".
+  std::string precision_attr(ElementType t) const;
   Value dot_general(Value lhs, Value rhs, const std::vector<int64_t>& lhs_batch,
                     const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
                     const std::vector<int64_t>& rhs_contract, ElementType result);
@@ -218,11 +232,29 @@ class Builder {
   void emit(const std::string& line);
 
   int next_id_ = 0;
+  DotPrecision float32_precision_ = DotPrecision::Highest;
   std::vector<TensorType> params_;
   std::vector<int> param_ids_;
   std::vector<int> param_alias_;  // result index or -1
   std::vector<Block> blocks_;     // stack; blocks_[0] is @main's body
   std::vector<std::pair<std::string, std::string>> functions_;  // (symbol, text)
+};
+
+// While alive, the builder's float32 products are HIGHEST: for a lowering
+// whose dot_general is an exact reduction in disguise (an average as a
+// product with a weight matrix), not a matmul the user's precision governs.
+class ExactProducts {
+ public:
+  explicit ExactProducts(Builder& b) : b_(b), saved_(b.float32_precision()) {
+    b.set_float32_precision(DotPrecision::Highest);
+  }
+  ~ExactProducts() { b_.set_float32_precision(saved_); }
+  ExactProducts(const ExactProducts&) = delete;
+  ExactProducts& operator=(const ExactProducts&) = delete;
+
+ private:
+  Builder& b_;
+  DotPrecision saved_;
 };
 
 // Type of a rank-0 tensor of t.

@@ -8,6 +8,21 @@ using namespace internal;
 
 // ---- linear algebra
 
+const char* precision_name(DotPrecision p) {
+  switch (p) {
+    case DotPrecision::Default: return "DEFAULT";
+    case DotPrecision::High: return "HIGH";
+    case DotPrecision::Highest: return "HIGHEST";
+  }
+  return "HIGHEST";
+}
+
+std::string Builder::precision_attr(ElementType t) const {
+  if (t != ElementType::F32 && t != ElementType::C64) return "";
+  std::string one = std::string("#stablehlo<precision ") + precision_name(float32_precision_) + ">";
+  return "precision_config = [" + one + ", " + one + "]";
+}
+
 Value Builder::dot_general(Value lhs, Value rhs, const std::vector<int64_t>& lhs_batch,
                            const std::vector<int64_t>& rhs_batch,
                            const std::vector<int64_t>& lhs_contract,
@@ -39,6 +54,8 @@ Value Builder::dot_general(Value lhs, Value rhs, const std::vector<int64_t>& lhs
                       list(lhs_batch) + ", rhs_batching_dimensions = " + list(rhs_batch) +
                       ", lhs_contracting_dimensions = " + list(lhs_contract) +
                       ", rhs_contracting_dimensions = " + list(rhs_contract) + ">";
+  std::string precision = precision_attr(lhs.dtype());
+  if (!precision.empty()) attrs += ", " + precision;
   return op("stablehlo.dot_general", {lhs, rhs}, t, attrs);
 }
 

@@ -79,6 +79,8 @@ Value conv(Builder& b, Value lhs, Value rhs, const char* lhs_layout, const char*
       (n ? "[" + pads + "]" : std::string("0")) + "> : tensor<" + std::to_string(n) +
       "x2xi64>, rhs_dilation = " + array(w.rhs_dilation) + ", window_strides = " +
       array(w.strides);
+  std::string precision = b.precision_attr(lhs.dtype());
+  if (!precision.empty()) attrs += ", " + precision;
   return b.op("stablehlo.convolution", {lhs, rhs}, hlo::TensorType{result, out}, attrs);
 }
 

@@ -300,6 +300,7 @@ Ints adaptive_sizes(const Value& x, const Arg& size_arg, size_t n, const char* o
 // last n dimensions. Each dot_general moves the contracted dimension's
 // result to the end, so after n of them the order is restored.
 Value along_spatial(Builder& b, Value x, size_t n, const std::vector<Value>& matrices, bool transposed) {
+  hlo::ExactProducts exact(b);  // an average, not a user's matmul
   for (size_t i = 0; i < n; ++i)
     x = b.dot_general(x, matrices[i], {}, {}, {x.rank() - int64_t(n)}, {transposed ? 0 : 1}, x.dtype());
   return x;

@@ -45,6 +45,8 @@ struct OpCall {
   std::vector<std::optional<Destination>> destinations;
   int device = 0;
   hlo::ElementType default_float = hlo::ElementType::F32;
+  // torch.get_float32_matmul_precision() when the op was issued.
+  hlo::DotPrecision precision = hlo::DotPrecision::Highest;
   // Where the op was issued; null: asked of the origin provider.
   std::shared_ptr<const std::string> origin;
 };

@@ -36,6 +36,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> rerun(const Graph& g, int n, const Ba
   call.args = node.args;
   call.device = g.device;
   call.default_float = node.default_float;
+  call.precision = node.precision;
   call.origin = node.origin;
   call.inputs.resize(node.inputs.size());
   for (size_t i = 0; i < node.inputs.size(); ++i) {

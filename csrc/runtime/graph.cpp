@@ -98,6 +98,7 @@ std::vector<Value> build_node(hlo::Builder& b, const Node& node, int index, cons
     }
   }
   NodeContext ctx(b, node, index, numbers);
+  b.set_float32_precision(node.precision);
   std::vector<Value> out = node.lowering->fn(ctx, args);
   std::vector<Value> results;
   for (size_t j = 0; j < out.size(); ++j) {

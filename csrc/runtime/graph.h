@@ -62,6 +62,7 @@ struct Node {
   std::vector<std::optional<NodeDest>> dests;                 // per lowering output
   std::shared_ptr<const NodeTypes> types;
   hlo::ElementType default_float = hlo::ElementType::F32;
+  hlo::DotPrecision precision = hlo::DotPrecision::Highest;  // of its float32 products
   std::shared_ptr<const std::string> origin;  // "file.py:42", when known
 };
 

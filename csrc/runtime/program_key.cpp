@@ -1,6 +1,7 @@
 // Program keys. Each recorded node has a signature: its lowering, the
-// default float type, every argument (a Number by its kind alone, unless the
-// lowering bakes values into the program), and each input and destination
+// default float type and float32 matmul precision, every argument (a
+// Number by its kind alone, unless the lowering bakes values into the
+// program), and each input and destination
 // as (which of the op's distinct bases, its type, its view). The recorder
 // appends the signatures, with how nodes connect, to the graph's key and
 // folds them into its rolling hash (the cut policy's repeat detection). At a

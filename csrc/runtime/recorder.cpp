@@ -40,10 +40,12 @@ void prepare(OpCall& call, Prepared& p) {
   std::string& sig = p.sig;
   node.lowering = lowering;
   node.default_float = call.default_float;
+  node.precision = call.precision;
   sig.reserve(256);
   sig += lowering->name;
   sig += '|';
   sig += hlo::mlir_name(call.default_float);
+  sig += static_cast<char>('0' + static_cast<int>(call.precision));  // float32 matmul precision
   auto local_ref = [&](Storage* s) {
     BaseRef r;
     r.param = bases.index_of(s->base);

@@ -568,6 +568,31 @@ TEST(Linalg, MixedResultType) {
   EXPECT_EQ(p.get<float>(p.b.dot_general(a, c, {}, {}, {1}, {0}, ET::F32)), (F{11}));
 }
 
+// A float32 product carries the builder's precision (HIGHEST unless set),
+// and the plugin compiles every setting; other operand types carry none.
+TEST(Linalg, PrecisionConfig) {
+  for (DotPrecision prec : {DotPrecision::Default, DotPrecision::High, DotPrecision::Highest}) {
+    Prog p;
+    p.b.set_float32_precision(prec);
+    Value a = p.in(ET::F32, {2, 3}, F{1, 2, 3, 4, 5, 6});
+    Value c = p.in(ET::F32, {3, 2}, F{7, 8, 9, 10, 11, 12});
+    Value r = p.b.dot_general(a, c, {}, {}, {1}, {0}, ET::F32);
+    std::string one = std::string("#stablehlo<precision ") + precision_name(prec) + ">";
+    EXPECT_NE(p.b.module({r}).find("precision_config = [" + one + ", " + one + "]"), std::string::npos);
+    EXPECT_EQ(p.get<float>(r), (F{58, 64, 139, 154}));  // small integers: exact in bfloat16 too
+  }
+  Builder b;
+  EXPECT_NE(b.precision_attr(ET::F32).find("HIGHEST"), std::string::npos);
+  EXPECT_NE(b.precision_attr(ET::C64).find("HIGHEST"), std::string::npos);
+  for (ET t : {ET::BF16, ET::F16, ET::F64, ET::I32}) EXPECT_EQ(b.precision_attr(t), "");
+  {
+    b.set_float32_precision(DotPrecision::Default);
+    ExactProducts exact(b);
+    EXPECT_EQ(b.float32_precision(), DotPrecision::Highest);
+  }
+  EXPECT_EQ(b.float32_precision(), DotPrecision::Default);
+}
+
 // ---------------------------------------------------------------- regions
 
 TEST(Reduce, Shorthands) {

@@ -408,11 +408,13 @@ class CompiledGraph:
         plan[i]: None (not a tensor), ("in", j), ("view", j) or ("copy", j).
         The per-input work is _C._capture_plan (C++: it runs for hundreds of
         inputs per training step); the key is its bytes plus the values of
-        the non-tensor arguments."""
+        the non-tensor arguments, and the float32 matmul precision."""
         plan, key, plain = _C._capture_plan(args, self.copy_slots)
         if plain:
             key = (key, tuple((type(args[i]), args[i]) for i in plain))
-        return plan, key
+        # A capture bakes the float32 matmul precision into its program;
+        # Dynamo's guards do not see all of PyTorch's switches for it.
+        return plan, (key, _C._matmul_precision())
 
     def _inputs(self, args, plan):
         """The program's inputs, and (graph position, copy) of copied ones."""
@@ -653,6 +655,9 @@ def _register():
     _register_device_interface()
     if "tpu" not in _COMPILER_FNS:
         register_backend(name="tpu")(backend)
+    from .default_backend import install
+
+    install(backend)  # torch.compile(model) on tpu graphs: see default_backend.py
 
 
 _register()

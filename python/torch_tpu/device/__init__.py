@@ -3,7 +3,7 @@
 This package is the module `import torch_tpu` registers as `torch.tpu`; its
 submodules `memory` (the memory API) and `amp` (mixed precision) are
 `torch.tpu.memory` and `torch.tpu.amp`, `properties` fills
-`get_device_properties`.
+`get_device_properties`, `precision` is the float32 matmul precision block.
 """
 
 import torch
@@ -34,6 +34,7 @@ from .memory import (  # noqa: F401
     set_per_process_memory_fraction,
     utilization,
 )
+from .precision import get_precision, precision  # noqa: F401
 from .properties import DeviceProperties, device_properties
 
 
@@ -52,6 +53,18 @@ def _lazy_init():
     _C._load_runtime()
 
 
+def init() -> None:
+    """Loads the PJRT plugin and starts the runtime now (tpu does it lazily,
+    at first use, as CUDA does); raises if it cannot."""
+    _lazy_init()
+
+
+def ipc_collect() -> None:
+    """torch.cuda frees here the memory of tensors shared with processes that
+    have exited. tpu tensors are never shared between processes (torch.
+    multiprocessing moves them through the host), so there is none to free."""
+
+
 def device_count() -> int:
     try:
         return _C._device_count()
@@ -68,19 +81,31 @@ def set_device(device) -> None:
 
 
 class device:
-    """Context manager that changes the current tpu device."""
+    """Context manager that changes the current tpu device (a negative index,
+    as torch.cuda.device(-1), changes nothing)."""
 
     def __init__(self, device):
-        self.idx = _index(device)
+        self.idx = device if isinstance(device, int) else _index(device)
         self.prev = -1
 
     def __enter__(self):
-        self.prev = current_device()
-        set_device(self.idx)
+        if self.idx >= 0:
+            self.prev = current_device()
+            set_device(self.idx)
 
     def __exit__(self, *exc):
-        set_device(self.prev)
+        if self.idx >= 0:
+            set_device(self.prev)
         return False
+
+
+class device_of(device):  # noqa: N801 (torch.cuda's name)
+    """`with torch.tpu.device_of(t):` makes t's device current for the block;
+    for a tensor that is not on tpu it changes nothing (as torch.cuda's does
+    for a tensor not on cuda)."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.device.type == "tpu" else -1)
 
 
 def synchronize(device=None) -> None:
@@ -96,6 +121,31 @@ def get_device_properties(device=None) -> DeviceProperties:
 
 def get_device_name(device=None) -> str:
     return get_device_properties(device).name
+
+
+def get_device_capability(device=None) -> tuple[int, int]:
+    """(major, minor) from the plugin's device description: the CUDA plugin's
+    compute capability; a TPU's generation ("TPU v5 lite" -> (5, 0)); (0, 0)
+    on the CPU plugin, which has none (properties.py)."""
+    p = get_device_properties(device)
+    return p.major, p.minor
+
+
+def get_arch_list() -> list[str]:
+    """What programs are compiled for. CUDA lists the architectures its
+    kernels were built for; here the plugin compiles every program for the
+    devices it has, so the list is theirs: "sm_XY" on the CUDA plugin (as
+    torch.cuda spells it), else the device kind the plugin reports ("TPU v5
+    lite", "cpu"). Empty without a device, as torch.cuda's."""
+    if not is_available():
+        return []
+    arches = []
+    for i in range(device_count()):
+        p = get_device_properties(i)
+        arch = f"sm_{p.major}{p.minor}" if p.platform_name == "cuda" else p.kind
+        if arch not in arches:
+            arches.append(arch)
+    return arches
 
 
 # ---- streams and events: one stream per device (PJRT keeps a device's work
@@ -117,17 +167,33 @@ def set_stream(stream) -> None:
     """Streams are all the device's one stream: nothing to switch."""
 
 
-class stream:
-    """`with torch.tpu.stream(s):` — runs the block on the device's stream."""
+class StreamContext:
+    """`with torch.tpu.StreamContext(s):` (what torch.tpu.stream(s) returns)
+    runs the block on s, which is the device's one stream: nothing to switch.
+    A stream on another device makes that device current for the block, as
+    on CUDA; None changes nothing."""
 
     def __init__(self, stream):
         self.stream = stream
+        self._device = None
 
     def __enter__(self):
-        return self.stream
+        s = self.stream
+        if s is not None and s.device.type == "tpu" and s.device.index != current_device():
+            self._device = device(s.device.index)
+            self._device.__enter__()
+        return s
 
     def __exit__(self, *exc):
+        if self._device is not None:
+            self._device.__exit__(*exc)
+            self._device = None
         return False
+
+
+def stream(stream) -> StreamContext:
+    """`with torch.tpu.stream(s):` runs the block on the device's stream."""
+    return StreamContext(stream)
 
 
 def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):  # noqa: N802
