@@ -23,6 +23,18 @@ def tpu():
 
 
 @pytest.fixture
+def fresh_dynamo():
+    """Dynamo's and the tpu backend's caches emptied around a test, so that
+    each one compiles (and counts its captures) afresh."""
+    from torch_tpu import dynamo as tpu_dynamo
+
+    torch._dynamo.reset()
+    tpu_dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.fixture
 def require_ops():
     """require_ops("aten::fill.Scalar", ...) skips the test while a lowering
     it depends on (being written by someone else) is not registered yet."""

@@ -14,12 +14,7 @@ import torch_tpu
 from torch_tpu import dynamo as tpu_dynamo
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    tpu_dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def make_model():

@@ -29,12 +29,7 @@ I, H, B, T, PROJ = 3, 4, 2, 3, 2
 MODES = ("strict", "debug", "defer_and_fuse", "compile")
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    tpu_dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def close(got, want):
