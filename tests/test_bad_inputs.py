@@ -155,9 +155,8 @@ def test_bad_input_raises_the_cpu_type_with_our_message(name, fn, kind, match):
 
 
 def test_nll_target_out_of_range_raises_index_error_in_debug_mode():
-    # Data-dependent: the device cannot raise, so by default only debug mode
-    # reads the targets back (strict and defer_and_fuse check them with
-    # TORCH_TPU_CHECK_INDICES=1, tests/test_index_checks.py).
+    # Data-dependent: debug mode reads the targets back at the op (strict and
+    # defer_and_fuse check them on the device, tests/test_index_checks.py).
     with torch_tpu.eager_mode("debug"):
         for t in (_idx(0, 1, 5), _idx(0, 1, -3)):
             with pytest.raises(IndexError, match="out of bounds"):

@@ -1,7 +1,7 @@
 """Out-of-range indices: debug mode raises IndexError at the op, as the CPU
-does; TORCH_TPU_CHECK_INDICES=1 checks on the device in strict and
-defer_and_fuse and raises when a value next leaves the device; by default
-those modes follow XLA (reads clamp, writes drop)."""
+does; strict and defer_and_fuse check on the device by default and raise when
+a value next leaves the device; with TORCH_TPU_CHECK_INDICES=0 they follow
+XLA (reads clamp, writes drop)."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -64,10 +64,19 @@ def test_debug_mode_allows_what_the_cpu_allows(case):
     torch.testing.assert_close(got, f(inputs("cpu"), torch.tensor(idx)))
 
 
-def test_default_strict_mode_clamps_reads_as_documented():
-    x = inputs("cpu")
-    got = x.to("tpu").index_select(0, torch.tensor([5], device="tpu")).cpu()
-    torch.testing.assert_close(got, x[[2]])  # index clamped to the last row
+UNCHECKED = """
+import torch, torch_tpu
+x = torch.tensor([0.5, -1.0, 2.0])
+got = x.to("tpu").index_select(0, torch.tensor([5], device="tpu")).cpu()
+torch.testing.assert_close(got, x[[2]])  # index clamped to the last row
+print("CLAMPED-OK")
+"""
+
+
+def test_checks_off_clamp_reads_as_documented(run_python):
+    r = run_python(UNCHECKED, TORCH_TPU_CHECK_INDICES="0")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "CLAMPED-OK" in r.stdout
 
 
 CHECKED = """
@@ -108,7 +117,7 @@ print("CHECKED-OK")
 def test_check_indices_raises_on_the_next_read(run_python, mode):
     import os
     code = CHECKED.format(tests=os.path.dirname(__file__), mode=mode)
-    r = run_python(code, TORCH_TPU_CHECK_INDICES="1")
+    r = run_python(code, TORCH_TPU_CHECK_INDICES=None)  # on by default
     assert r.returncode == 0, r.stderr[-3000:]
     assert "SILENT" not in r.stdout, r.stdout
     assert "CHECKED-OK" in r.stdout

@@ -1,15 +1,15 @@
 // Index checks. On the device an out-of-range index cannot raise (XLA's
-// gather clamps it, its scatter drops the update), so by default strict and
-// defer_and_fuse do that. Debug mode, which waits for every op anyway, reads
+// gather clamps it, its scatter drops the update). Debug mode, which waits for every op anyway, reads
 // the indices of the indexing ops back and raises IndexError naming the op,
-// as the CPU would. TORCH_TPU_CHECK_INDICES=1 checks them on the device
-// instead: a small reduction beside the op whose flag is read later
-// (runtime/index_flags.h). Which values are allowed follows the CPU: take,
+// as the CPU would. Strict and defer_and_fuse check them on the device
+// (unless TORCH_TPU_CHECK_INDICES=0): a small reduction beside the op whose
+// result is read later (runtime/index_flags.h). Which values are allowed follows the CPU: take,
 // put, index, index_put and index_fill wrap negative indices, the others
 // reject them; nll_loss allows its ignore_index.
 #include "aten/index_check.h"
 
 #include <map>
+#include <unordered_map>
 
 #include "aten/origin.h"
 #include "aten/tensor_bridge.h"
@@ -130,10 +130,30 @@ const std::map<std::string, Finder>& finders() {
   return table;
 }
 
-Uses uses_of(const std::string& lowering, const std::vector<c10::IValue>& values) {
+// The index with its broadcast (stride 0) dims cut to one element: the check
+// reads each distinct value once (gather's index is often an expand).
+at::Tensor distinct_elements(const at::Tensor& index) {
+  at::Tensor t = index;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.stride(d) == 0 && t.size(d) > 1) t = t.narrow(d, 0, 1);
+  return t;
+}
+
+// Looked up once per lowering (keyed by its name's address, which the
+// registry keeps): every op asks.
+Finder finder_of(const std::string& lowering) {
+  thread_local std::unordered_map<const std::string*, Finder> known;
+  auto [it, fresh] = known.try_emplace(&lowering, nullptr);
+  if (fresh) {
+    auto f = finders().find(lowering);
+    if (f != finders().end()) it->second = f->second;
+  }
+  return it->second;
+}
+
+Uses uses_of(Finder finder, const std::vector<c10::IValue>& values) {
   Uses uses;
-  auto it = finders().find(lowering);
-  if (it != finders().end()) it->second(values, uses);
+  finder(values, uses);
   return uses;
 }
 
@@ -141,16 +161,25 @@ Uses uses_of(const std::string& lowering, const std::vector<c10::IValue>& values
 
 void check_indices(const std::string& lowering, const std::string& op,
                    const std::vector<c10::IValue>& values) {
-  for (const IndexUse& u : uses_of(lowering, values))
-    check_on_host(op, u, " (tpu debug mode; strict and defer_and_fuse clamp reads and drop writes)");
+  Finder finder = finder_of(lowering);
+  if (!finder) return;
+  for (const IndexUse& u : uses_of(finder, values)) check_on_host(op, u, " (tpu debug mode)");
 }
 
-std::vector<DeviceIndexCheck> record_index_checks(const std::string& lowering, const std::string& op,
-                                                  const std::vector<c10::IValue>& values) {
-  std::vector<DeviceIndexCheck> checks;
-  for (const IndexUse& u : uses_of(lowering, values)) {
+size_t record_index_checks(const std::string& lowering, const std::string& op,
+                           const std::vector<c10::IValue>& values,
+                           std::shared_ptr<const std::string>& origin) {
+  Finder finder = finder_of(lowering);
+  if (!finder || runtime::capturing()) return 0;  // a compiled graph has no check state
+  size_t recorded = 0;
+  for (const IndexUse& u : uses_of(finder, values)) {
     if (u.index.device().type() != c10::DeviceType::PrivateUse1) {
-      check_on_host(op, u, "");  // already on the host: no reason to wait
+      try {
+        check_on_host(op, u, "");  // already on the host: no reason to wait
+      } catch (...) {
+        runtime::drop_index_checks(u.index.device().index(), recorded);
+        throw;
+      }
       continue;
     }
     runtime::OpCall call;
@@ -162,22 +191,21 @@ std::vector<DeviceIndexCheck> record_index_checks(const std::string& lowering, c
     range.index = 1;
     range.ints = {u.lo(), u.size, u.ignore.value_or(0), u.ignore ? 1 : 0};
     call.args = {index, range};
-    call.inputs = {{input_of(u.index)}, {}};
+    call.inputs = {{input_of(distinct_elements(u.index))}, {}};
     call.device = u.index.device().index();
-    std::string message = range_message(op, u, "");
-    auto origin = python_origin();
-    message += " (found on the tpu device with TORCH_TPU_CHECK_INDICES=1";
-    message += origin ? "; issued at " + *origin + ")" : ")";
-    checks.push_back({translate_errors([&] { return runtime::run_op(call)[0]; }), std::move(message)});
+    if (!origin) origin = python_origin();
+    call.origin = origin;
+    runtime::IndexCheckSite site{op, u.size, u.dim, u.target, origin};
+    recorded += translate_errors([&] { return runtime::record_index_check(call, std::move(site)); });
   }
-  return checks;
+  return recorded;
 }
 
-void watch_index_checks(std::vector<DeviceIndexCheck>& checks,
+void watch_index_checks(int device, size_t n,
                         const std::vector<std::shared_ptr<runtime::DeviceBuffer>>& results) {
-  if (checks.empty()) return;
+  if (n == 0) return;
   std::vector<std::weak_ptr<runtime::DeviceBuffer>> weak(results.begin(), results.end());
-  for (auto& c : checks) runtime::watch_index_flag(std::move(c.flag), std::move(c.message), weak);
+  runtime::watch_index_results(device, n, weak);
 }
 
 }  // namespace torch_tpu::aten

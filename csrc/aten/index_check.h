@@ -14,17 +14,17 @@ namespace torch_tpu::aten {
 void check_indices(const std::string& lowering, const std::string& op,
                    const std::vector<c10::IValue>& values);
 
-// TORCH_TPU_CHECK_INDICES=1 (strict, defer_and_fuse): records one device
-// flag per index argument, before the op; watch_index_checks then hands them
-// to runtime/index_flags.h with the op's results. Indices on the CPU are
-// checked at once.
-struct DeviceIndexCheck {
-  std::shared_ptr<runtime::DeviceBuffer> flag;
-  std::string message;
-};
-std::vector<DeviceIndexCheck> record_index_checks(const std::string& lowering, const std::string& op,
-                                                  const std::vector<c10::IValue>& values);
-void watch_index_checks(std::vector<DeviceIndexCheck>& checks,
+// Strict and defer_and_fuse (unless TORCH_TPU_CHECK_INDICES=0): records one
+// device-side check per index argument, before the op, into the device's
+// check state (runtime/index_flags.h); returns how many. Indices on the CPU
+// are checked at once. `origin`: the op's Python line, found here if null
+// and given back for the op itself.
+size_t record_index_checks(const std::string& lowering, const std::string& op,
+                           const std::vector<c10::IValue>& values,
+                           std::shared_ptr<const std::string>& origin);
+// The op's results (and written storages), poisoned if one of its `n`
+// checks fails.
+void watch_index_checks(int device, size_t n,
                         const std::vector<std::shared_ptr<runtime::DeviceBuffer>>& results);
 
 }  // namespace torch_tpu::aten

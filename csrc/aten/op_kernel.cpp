@@ -24,6 +24,7 @@
 #include "aten/tensor_bridge.h"
 #include "common/env.h"
 #include "runtime/eager_mode.h"
+#include "runtime/index_flags.h"
 
 namespace torch_tpu::aten {
 
@@ -151,18 +152,25 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   const bool debug = runtime::eager_mode() == runtime::EagerMode::Debug;
   const std::string op_name =
       schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
-  std::vector<DeviceIndexCheck> index_checks;
+  size_t index_checks = 0;
   if (debug) check_indices(route.lowering->name, op_name, values);
-  else if (env().check_indices) index_checks = record_index_checks(route.lowering->name, op_name, values);
+  else if (env().check_indices)
+    index_checks = record_index_checks(route.lowering->name, op_name, values, call.origin);
   const bool compare = env().debug_compare_cpu && debug;
   std::vector<c10::IValue> host_args;
   if (compare) host_args = host_copies(values);
-  auto outputs = translate_errors([&] { return runtime::run_op(call); });
-  if (!index_checks.empty()) {
+  std::vector<std::shared_ptr<runtime::DeviceBuffer>> outputs;
+  try {
+    outputs = translate_errors([&] { return runtime::run_op(call); });
+  } catch (...) {
+    if (index_checks > 0) runtime::drop_index_checks(call.device, index_checks);
+    throw;
+  }
+  if (index_checks > 0) {
     std::vector<std::shared_ptr<runtime::DeviceBuffer>> written = outputs;
     for (const auto& d : call.destinations)
       if (d) written.push_back(d->target.storage->base);
-    watch_index_checks(index_checks, written);
+    watch_index_checks(call.device, index_checks, written);
   }
   torch::jit::drop(*stack, n);
 

@@ -28,9 +28,10 @@ std::string default_cache_dir() {
   return (home.empty() ? std::string("/tmp") : home + "/.cache") + "/torch_tpu";
 }
 
-bool flag(const char* name) {
+bool flag(const char* name, bool fallback = false) {
   std::string v = get(name);
-  return !v.empty() && v != "0" && v != "false" && v != "False";
+  if (v.empty()) return fallback;
+  return v != "0" && v != "false" && v != "False";
 }
 
 }  // namespace
@@ -41,7 +42,7 @@ const Env& env() {
     r.cache_dir = get("TORCH_TPU_CACHE_DIR");
     if (r.cache_dir.empty()) r.cache_dir = default_cache_dir();
     r.cache_max_bytes = number("TORCH_TPU_CACHE_MAX_BYTES", int64_t{2} << 30);
-    r.check_indices = flag("TORCH_TPU_CHECK_INDICES");
+    r.check_indices = flag("TORCH_TPU_CHECK_INDICES", true);
     r.cpu_fallback = flag("TORCH_TPU_CPU_FALLBACK");
     r.debug_compare_cpu = flag("TORCH_TPU_DEBUG_COMPARE_CPU");
     r.debug_nans = flag("TORCH_TPU_DEBUG_NANS");
@@ -73,7 +74,7 @@ std::vector<EnvVarDoc> env_table() {
       {"TORCH_TPU_CACHE_MAX_BYTES", "size bound of the persistent cache; oldest entries are evicted",
        std::to_string(e.cache_max_bytes)},
       {"TORCH_TPU_CHECK_INDICES",
-       "1: strict and defer_and_fuse check indices on the device; a bad one raises IndexError at the next read",
+       "0: strict and defer_and_fuse stop checking indices on the device (default 1: a bad one raises IndexError at the next read)",
        b(e.check_indices)},
       {"TORCH_TPU_CPU_FALLBACK", "1: ops without a lowering run on the CPU (one warning per op)",
        b(e.cpu_fallback)},

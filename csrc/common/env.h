@@ -12,7 +12,7 @@ namespace torch_tpu {
 struct Env {
   std::string cache_dir;            // TORCH_TPU_CACHE_DIR: persistent executable cache
   int64_t cache_max_bytes = 0;      // TORCH_TPU_CACHE_MAX_BYTES: its size bound
-  bool check_indices = false;       // TORCH_TPU_CHECK_INDICES=1: strict/defer_and_fuse check indices on the device
+  bool check_indices = true;        // TORCH_TPU_CHECK_INDICES=0: strict/defer_and_fuse stop checking indices on the device
   bool cpu_fallback = false;        // TORCH_TPU_CPU_FALLBACK=1: run unsupported ops on the CPU
   bool debug_compare_cpu = false;   // TORCH_TPU_DEBUG_COMPARE_CPU=1: debug mode checks each op on the CPU
   bool debug_nans = false;          // TORCH_TPU_DEBUG_NANS=1: debug mode raises at the first NaN/Inf

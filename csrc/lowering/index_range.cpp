@@ -15,10 +15,15 @@ std::vector<hlo::Value> index_out_of_range(Context& ctx, const Args& a) {
     bad = b.or_(bad, b.compare(idx, b.full(static_cast<double>(r[0]), t, shape), hlo::Compare::LT));
   if (r[3])
     bad = b.and_(bad, b.compare(idx, b.full(static_cast<double>(r[2]), t, shape), hlo::Compare::NE));
-  if (idx.rank() == 0) return {bad};
-  std::vector<int64_t> all(idx.rank());
-  for (int64_t i = 0; i < idx.rank(); ++i) all[i] = i;
-  return {b.reduce_or(bad, all)};
+  if (idx.rank() > 0) {
+    std::vector<int64_t> all(idx.rank());
+    for (int64_t i = 0; i < idx.rank(); ++i) all[i] = i;
+    bad = b.reduce_or(bad, all);
+  }
+  const hlo::ElementType i32 = hlo::ElementType::I32;
+  hlo::Value mine = b.select(bad, b.constant_int(kFirstMark - r[4], i32), b.constant_int(0, i32));
+  if (a.size() < 3) return {mine};
+  return {b.max(a[2].as_tensor(), mine)};
 }
 
 }  // namespace

@@ -49,6 +49,9 @@ struct OpCall {
   hlo::DotPrecision precision = hlo::DotPrecision::Highest;
   // Where the op was issued; null: asked of the origin provider.
   std::shared_ptr<const std::string> origin;
+  // No cut after this node: strict runs it in one program with the op
+  // recorded next (an index check beside its op, runtime/index_flags.h).
+  bool fuse_with_next = false;
 };
 
 // Returns one buffer per lowering output; null for outputs written into a

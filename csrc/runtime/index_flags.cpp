@@ -1,68 +1,188 @@
 #include "runtime/index_flags.h"
 
-#include <mutex>
+#include <algorithm>
+#include <deque>
+#include <map>
 
 #include "common/error.h"
+#include "lowering/index_range.h"
+#include "runtime/executor_internal.h"
 
 namespace torch_tpu::runtime {
 
 namespace {
 
-struct Watched {
-  std::shared_ptr<DeviceBuffer> flag;
-  std::string message;
+const hlo::TensorType kStateType{hlo::ElementType::I32, {}};
+
+struct Check {
+  IndexCheckSite site;
   std::vector<std::weak_ptr<DeviceBuffer>> results;
+  bool dropped = false;  // its op raised before it was recorded
 };
 
-std::mutex mu;
-std::vector<Watched> watched;
+// The state a graph's checks end in, and which checks it covers: numbers
+// [begin, begin + count) of its device (its own count starts at zero).
+struct Entry {
+  std::shared_ptr<DeviceBuffer> state;
+  int64_t begin = 0, count = 0;
+};
+
+// A device's checks not read yet. checks[i] is check number read + i.
+struct Chain {
+  explicit Chain(int device) : storage(kStateType.nbytes(), device) {}
+  Storage storage;  // base: the newest state, input of the next check of its graph
+  std::vector<Entry> entries;
+  std::deque<Check> checks;
+  int64_t recorded = 0, read = 0;
+};
+
+// Guarded by executor::mu, like the graphs the checks are recorded into.
+// Never destroyed: its buffers must not outlive the plugin at exit.
+std::map<int, Chain>& chains = *new std::map<int, Chain>;
 // A loop of checked ops that never reads anything back still reads its
-// flags every so often, so they do not pile up.
-constexpr size_t kMaxWatched = 1024;
-thread_local bool checking = false;  // reading a flag is a to_host too
+// states every so often, so that the host's record of the checks stays small.
+constexpr size_t kMaxUnread = 4096;
+thread_local bool checking = false;  // reading a state is a to_host too
+
+Chain& chain_of(int device) { return chains.try_emplace(device, device).first->second; }
+
+std::string message_of(const IndexCheckSite& s) {
+  std::string m = s.op + (s.target ? ": Target is out of bounds (" + std::to_string(s.size) + " classes)"
+                                   : ": index is out of bounds for dimension " + std::to_string(s.dim) +
+                                         " with size " + std::to_string(s.size));
+  m += " (found on the tpu device by its index checks, which TORCH_TPU_CHECK_INDICES=0 turns off";
+  m += s.origin ? "; issued at " + *s.origin + ")" : ")";
+  return m;
+}
+
+bool ran(const Entry& e) {
+  return !e.state->graph() && e.state->state() == DeviceBuffer::State::Materialized;
+}
+
+// Reads the states whose graphs ran. Returns the message of the first failed
+// check ("" if none).
+std::string read_chains() {
+  std::string first;
+  std::vector<int> devices;
+  {
+    std::lock_guard<std::recursive_mutex> lock(executor::mu);
+    for (auto& [d, c] : chains) devices.push_back(d);
+  }
+  for (int d : devices) {
+    std::vector<Entry> taken;
+    {
+      std::lock_guard<std::recursive_mutex> lock(executor::mu);
+      Chain& c = chains.at(d);
+      auto keep = std::stable_partition(c.entries.begin(), c.entries.end(),
+                                        [](const Entry& e) { return !ran(e); });
+      taken.assign(std::make_move_iterator(keep), std::make_move_iterator(c.entries.end()));
+      c.entries.erase(keep, c.entries.end());
+    }
+    if (taken.empty()) continue;
+    std::vector<int64_t> failed;  // check numbers
+    for (const Entry& e : taken) {
+      int32_t state = 0;
+      try {
+        e.state->to_host(&state);  // outside the lock: it may wait for the device
+      } catch (const Error&) {
+        continue;  // the graph failed: its own error is what surfaces
+      }
+      if (state != 0) failed.push_back(e.begin + (lowering::kFirstMark - state) - 1);
+    }
+    std::lock_guard<std::recursive_mutex> lock(executor::mu);
+    Chain& c = chains.at(d);
+    for (int64_t n : failed) {
+      int64_t at = n - c.read;
+      if (at < 0 || at >= static_cast<int64_t>(c.checks.size())) continue;
+      const Check& bad = c.checks[at];
+      if (bad.dropped) continue;
+      std::string message = message_of(bad.site);
+      for (const auto& r : bad.results)
+        if (auto b = r.lock()) b->set_error(message);
+      if (first.empty()) first = std::move(message);
+    }
+    // Checks older than every unread state are done with.
+    int64_t oldest = c.recorded;
+    for (const Entry& e : c.entries) oldest = std::min(oldest, e.begin);
+    int64_t done = std::min<int64_t>(oldest - c.read, static_cast<int64_t>(c.checks.size()));
+    if (done > 0) {
+      c.checks.erase(c.checks.begin(), c.checks.begin() + done);
+      c.read += done;
+    }
+  }
+  return first;
+}
 
 }  // namespace
 
-void watch_index_flag(std::shared_ptr<DeviceBuffer> flag, std::string message,
-                      std::vector<std::weak_ptr<DeviceBuffer>> results) {
-  size_t n;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    watched.push_back({std::move(flag), std::move(message), std::move(results)});
-    n = watched.size();
+bool record_index_check(OpCall& call, IndexCheckSite site) {
+  std::lock_guard<std::recursive_mutex> lock(executor::mu);
+  Chain& c = chain_of(call.device);
+  // Checks chain only within a graph: a launch never waits for an earlier
+  // graph's checks, and each graph's state says which of its own failed.
+  const auto& base = c.storage.base;
+  const bool continues = base && base->graph() && !base->graph()->flushed &&
+                         !c.entries.empty() && c.entries.back().state == base;
+  call.args[1].ints.push_back(continues ? c.entries.back().count + 1 : 1);
+  if (continues) {
+    lowering::Arg state;
+    state.kind = lowering::Arg::Kind::Tensor;
+    state.index = 2;
+    call.args.push_back(std::move(state));
+    call.inputs.push_back({TensorInput{&c.storage, whole_view(kStateType), false}});
   }
-  if (n > kMaxWatched) check_index_flags();
+  call.fuse_with_next = true;
+  std::shared_ptr<DeviceBuffer> next = run_op(call)[0];
+  if (next->state() == DeviceBuffer::State::Error) {  // its index failed: so does the op
+    c.storage.base = nullptr;
+    return false;
+  }
+  c.storage.base = next;
+  c.checks.push_back({std::move(site), {}});
+  // One live state per graph: a newer state of the same graph replaces the
+  // older one, which is then fused away.
+  if (continues) {
+    c.entries.back().state = next;
+    ++c.entries.back().count;
+  } else {
+    c.entries.push_back({next, c.recorded, 1});
+  }
+  ++c.recorded;
+  if (c.checks.size() > kMaxUnread) {
+    std::string failed = read_chains();
+    if (!failed.empty()) fail(ErrorKind::Index, failed);
+  }
+  return true;
+}
+
+void watch_index_results(int device, size_t n, const std::vector<std::weak_ptr<DeviceBuffer>>& results) {
+  std::lock_guard<std::recursive_mutex> lock(executor::mu);
+  auto it = chains.find(device);
+  if (it == chains.end()) return;
+  auto& checks = it->second.checks;
+  for (size_t k = 0; k < n && k < checks.size(); ++k) checks[checks.size() - 1 - k].results = results;
+}
+
+void drop_index_checks(int device, size_t n) {
+  std::lock_guard<std::recursive_mutex> lock(executor::mu);
+  auto it = chains.find(device);
+  if (it == chains.end()) return;
+  auto& checks = it->second.checks;
+  for (size_t k = 0; k < n && k < checks.size(); ++k) checks[checks.size() - 1 - k].dropped = true;
 }
 
 void check_index_flags() {
   if (checking) return;
-  std::vector<Watched> ran;
   {
-    std::lock_guard<std::mutex> lock(mu);
-    if (watched.empty()) return;
-    std::vector<Watched> pending;
-    for (auto& w : watched) (w.flag->graph() ? pending : ran).push_back(std::move(w));
-    watched = std::move(pending);
+    std::lock_guard<std::recursive_mutex> lock(executor::mu);
+    if (chains.empty()) return;
   }
   checking = true;
   struct Reset {
     ~Reset() { checking = false; }
   } reset;
-  std::string first;
-  for (const Watched& w : ran) {
-    if (w.flag->state() == DeviceBuffer::State::Error) continue;  // the op failed anyway
-    uint8_t set = 0;
-    try {
-      w.flag->to_host(&set);
-    } catch (const Error&) {
-      continue;
-    }
-    if (!set) continue;
-    for (const auto& r : w.results)
-      if (auto b = r.lock()) b->set_error(w.message);
-    if (first.empty()) first = w.message;
-  }
-  if (!first.empty()) fail(ErrorKind::Index, first);
+  std::string failed = read_chains();
+  if (!failed.empty()) fail(ErrorKind::Index, failed);
 }
 
 }  // namespace torch_tpu::runtime

@@ -1,25 +1,53 @@
-// TORCH_TPU_CHECK_INDICES=1: indexing ops check their indices on the device,
-// where a CUDA kernel would assert. A device cannot raise, so each check is
-// a one-element flag computed beside the op (in its graph, under
-// defer_and_fuse) and watched here. Watched flags are read, one byte each,
-// when a value next leaves the device (DeviceBuffer::to_host) and at
-// synchronize, once the graph computing them has run: a set flag raises
-// IndexError naming the op and its Python line, and poisons the op's results
-// so that every later use of them raises too. A flag whose graph has not run
-// is left for a later read, so checking never flushes pending work.
+// Device-side index checks (on by default in strict and defer_and_fuse;
+// TORCH_TPU_CHECK_INDICES=0 turns them off), where a CUDA kernel would
+// assert. A device cannot raise, so each checked op records a tiny node
+// (lowering/index_range.h) beside it that reads its indices and yields an
+// i32 state: in strict it is fused into the op's own program (no second
+// launch); in defer_and_fuse the checks of one graph chain into each other,
+// so a graph however many checks it holds has one live state, which names
+// its first failed check. Chains never cross graphs: a launch never waits
+// for an earlier graph's checks. The host keeps, per check, only what its
+// message needs (formatted when one fails) and the op's results.
+//
+// The states are read (4 bytes each) when a value next leaves the device
+// (DeviceBuffer::to_host) and at synchronize, those whose graph has run. A
+// failed check raises IndexError naming the op and its Python line, and
+// poisons the op's results so that every later use raises too. A state
+// whose graph has not run is left for a later read, so checking never
+// flushes pending work.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/device_buffer.h"
+#include "runtime/executor.h"
 
 namespace torch_tpu::runtime {
 
-void watch_index_flag(std::shared_ptr<DeviceBuffer> flag, std::string message,
-                      std::vector<std::weak_ptr<DeviceBuffer>> results);
-// Reads the flags that are computed; throws Error(Index) for the first set.
+// What a failed check's message names.
+struct IndexCheckSite {
+  std::string op;  // "aten::gather"
+  int64_t size = 0, dim = 0;
+  bool target = false;  // a class target (nll_loss), not an index
+  std::shared_ptr<const std::string> origin;
+};
+
+// Records the check `call` (kIndexOutOfRange with its index and range; the
+// state argument is added here) into the current graph, with
+// OpCall::fuse_with_next: strict runs it in one program with the op
+// recorded next, not alone.
+// False when nothing was recorded (the index carries an error: so will the op).
+bool record_index_check(OpCall& call, IndexCheckSite site);
+// The results of the op whose `n` checks were recorded last, poisoned if
+// one of them fails.
+void watch_index_results(int device, size_t n, const std::vector<std::weak_ptr<DeviceBuffer>>& results);
+// The op whose `n` checks were recorded last raised instead of running: a
+// failure of those checks is not reported (the op's own error was).
+void drop_index_checks(int device, size_t n);
+// Reads the states whose graphs ran; throws Error(Index) for a failed check.
 void check_index_flags();
 
 }  // namespace torch_tpu::runtime

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
+#include "lowering/index_range.h"
 #include "runtime/device_memory.h"
 #include "runtime/executor_internal.h"
 #include "runtime/failure_scope.h"
@@ -80,14 +81,22 @@ void poison(const std::vector<std::shared_ptr<DeviceBuffer>>& live, const std::s
 }
 
 ProgramLabel program_label(const Graph& g) {
+  // Index checks (runtime/index_flags.h) ride along with their ops: a strict
+  // op's program is named after the op alone.
+  std::vector<const Node*> ops;
+  ops.reserve(g.nodes.size());
+  for (const Node& n : g.nodes)
+    if (n.lowering != &lowering::kIndexOutOfRange) ops.push_back(&n);
+  if (ops.empty())
+    for (const Node& n : g.nodes) ops.push_back(&n);
   ProgramLabel l;
-  l.ops = static_cast<int>(g.nodes.size());
-  if (g.nodes.empty()) return l;
-  const std::string first = node_name(g.nodes.front());
+  l.ops = static_cast<int>(ops.size());
+  if (ops.empty()) return l;
+  const std::string first = node_name(*ops.front());
   l.name = l.ops == 1 ? first
                       : "graph of " + std::to_string(l.ops) + " ops: " + first + " .. " +
-                            node_name(g.nodes.back());
-  if (g.nodes.front().origin) l.origin = *g.nodes.front().origin;
+                            node_name(*ops.back());
+  if (ops.front()->origin) l.origin = *ops.front()->origin;
   l.correlation = current_correlation();
   return l;
 }

@@ -222,7 +222,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
   std::shared_ptr<Graph> g = slot;
   std::vector<std::shared_ptr<DeviceBuffer>> results = append_node(g, call, prepared);
   std::vector<std::shared_ptr<DeviceBuffer>> outputs = finish(call, results);
-  if (!g->capturing) cut_after_record(g, results);
+  if (!g->capturing && !call.fuse_with_next) cut_after_record(g, results);
   return outputs;
 }
 
