@@ -1,8 +1,8 @@
 """Cost of the device-side index checks (on by default) next to
 TORCH_TPU_CHECK_INDICES=0 (XLA's clamp and drop), measured side by side in
-one run. The flag is
-read once per process, so each measurement runs in a child process; rounds
-interleave the two settings so drift on a shared machine hits both alike.
+one run. The flag is read once per process, so each setting runs in a child
+process of its own; both children stay alive and take turns, a batch of
+steps at a time, so that drift on a shared machine hits both alike.
 
 Workloads, in strict and defer_and_fuse:
   lookups: a chain of embedding lookups and gathers (every op is checked);
@@ -10,7 +10,7 @@ Workloads, in strict and defer_and_fuse:
            three checked ops -- two embeddings and the cross-entropy target --
            among a few hundred).
 Prints steps/s of each setting and the ratio checked/unchecked (paired per
-round, median and range)."""
+turn, median and range)."""
 import argparse
 import json
 import os
@@ -22,7 +22,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def worker(workload, mode, steps):
+def worker(workload, mode):
     import torch
     import torch.nn.functional as F
 
@@ -57,40 +57,64 @@ def worker(workload, mode, steps):
             return loss.item()
     for _ in range(3):  # compile and warm the caches
         step()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    print(json.dumps({"steps_per_s": steps / (time.perf_counter() - start)}))
+    print("ready", flush=True)
+    for line in sys.stdin:  # "N": run N steps, answer the seconds they took
+        start = time.perf_counter()
+        for _ in range(int(line)):
+            step()
+        print(time.perf_counter() - start, flush=True)
 
 
-def measure(workload, mode, checked, steps):
+def start_worker(workload, mode, checked):
     env = dict(os.environ)
     env.pop("TORCH_TPU_CHECK_INDICES", None)  # checked: the default
     if not checked:
         env["TORCH_TPU_CHECK_INDICES"] = "0"
-    out = subprocess.run([sys.executable, __file__, "--worker", workload, mode, str(steps)],
-                         env=env, capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["steps_per_s"]
+    p = subprocess.Popen([sys.executable, __file__, "--worker", workload, mode],
+                         env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    if line.strip() != "ready":
+        raise RuntimeError(f"{workload}/{mode} worker failed to start (exit {p.wait()})")
+    return p
+
+
+def run_steps(p, steps):
+    p.stdin.write(f"{steps}\n")
+    p.stdin.flush()
+    return steps / float(p.stdout.readline())
+
+
+def measure(workload, mode, rounds, steps):
+    """Steps/s of each setting, a turn each per round."""
+    off_p, on_p = start_worker(workload, mode, False), start_worker(workload, mode, True)
+    try:
+        off, on = [], []
+        for _ in range(rounds):
+            off.append(run_steps(off_p, steps))
+            on.append(run_steps(on_p, steps))
+        return off, on
+    finally:
+        for p in (off_p, on_p):
+            p.stdin.close()
+            p.wait()
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--worker", nargs=3)
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--worker", nargs=2)
+    p.add_argument("--workloads", default="lookups,gpt")
     p.add_argument("--json", default="")
     a = p.parse_args()
     if a.worker:
-        return worker(a.worker[0], a.worker[1], int(a.worker[2]))
+        return worker(a.worker[0], a.worker[1])
     results = {}
     print(f"{'workload':8} {'mode':15} {'unchecked st/s':>14} {'checked st/s':>12} "
           f"{'checked/unchecked':>17} (paired range)")
-    for workload in ("lookups", "gpt"):
+    for workload in a.workloads.split(","):
         for mode in ("strict", "defer_and_fuse"):
-            off, on = [], []
-            for _ in range(a.rounds):
-                off.append(measure(workload, mode, False, a.steps))
-                on.append(measure(workload, mode, True, a.steps))
+            off, on = measure(workload, mode, a.rounds, a.steps)
             ratios = [y / x for x, y in zip(off, on)]
             r = dict(unchecked=statistics.median(off), checked=statistics.median(on),
                      ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios))

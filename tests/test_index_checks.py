@@ -121,3 +121,45 @@ def test_check_indices_raises_on_the_next_read(run_python, mode):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "SILENT" not in r.stdout, r.stdout
     assert "CHECKED-OK" in r.stdout
+
+
+# Checks chain across programs (one state read answers for many ops): the
+# first failure in the chain is the one named, a good check after it does
+# not hide it, and once it has been raised the next bad index is found again.
+CHAIN = """
+import torch, torch_tpu
+torch_tpu.set_eager_mode({mode!r})
+x = torch.arange(6.0, device="tpu")
+good, bad = torch.tensor([1, 2], device="tpu"), torch.tensor([9], device="tpu")
+def named(f, error=IndexError):
+    try:
+        f()
+    except error as e:
+        return type(e).__name__ + " " + str(e)
+    return "SILENT"
+a = x.index_select(0, good)
+b = x.gather(0, bad)                       # LINE-GATHER
+c = x.index_select(0, good).expand(3, 2).gather(0, good[None].expand(3, 2) % 3)
+print("first:", named(lambda: c.cpu()))
+print("poisoned:", named(lambda: b.cpu(), RuntimeError))
+print("clean:", a.cpu().tolist(), c.cpu().tolist())
+d = x.index_select(0, bad)                 # LINE-SELECT
+print("again:", named(lambda: x.sum().item()))
+print("after:", x.index_select(0, good).cpu().tolist())
+"""
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_chained_checks_name_the_first_failure(run_python, mode):
+    r = run_python(CHAIN.format(mode=mode), TORCH_TPU_CHECK_INDICES=None)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = dict(line.split(": ", 1) for line in r.stdout.splitlines() if ": " in line)
+    code = CHAIN.splitlines()
+    at = {m: next(i for i, c in enumerate(code, 1) if m in c) for m in ("LINE-GATHER", "LINE-SELECT")}
+    assert "aten::gather" in lines["first"], lines
+    assert f"<string>:{at['LINE-GATHER']}" in lines["first"], lines
+    assert "gather" in lines["poisoned"], lines
+    assert lines["clean"] == "[1.0, 2.0] [[1.0, 2.0], [1.0, 2.0], [1.0, 2.0]]", lines
+    assert "aten::index_select" in lines["again"], lines
+    assert f"<string>:{at['LINE-SELECT']}" in lines["again"], lines
+    assert lines["after"] == "[1.0, 2.0]", lines

@@ -132,11 +132,11 @@ const std::map<std::string, Finder>& finders() {
 
 // The index with its broadcast (stride 0) dims cut to one element: the check
 // reads each distinct value once (gather's index is often an expand).
-at::Tensor distinct_elements(const at::Tensor& index) {
-  at::Tensor t = index;
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.stride(d) == 0 && t.size(d) > 1) t = t.narrow(d, 0, 1);
-  return t;
+runtime::TensorInput distinct_elements(const at::Tensor& index) {
+  runtime::TensorInput in = input_of(index);
+  for (size_t d = 0; d < in.view.sizes.size(); ++d)
+    if (in.view.strides[d] == 0) in.view.sizes[d] = std::min<int64_t>(in.view.sizes[d], 1);
+  return in;
 }
 
 // Looked up once per lowering (keyed by its name's address, which the
@@ -191,7 +191,7 @@ size_t record_index_checks(const std::string& lowering, const std::string& op,
     range.index = 1;
     range.ints = {u.lo(), u.size, u.ignore.value_or(0), u.ignore ? 1 : 0};
     call.args = {index, range};
-    call.inputs = {{input_of(distinct_elements(u.index))}, {}};
+    call.inputs = {{distinct_elements(u.index)}, {}};
     call.device = u.index.device().index();
     if (!origin) origin = python_origin();
     call.origin = origin;

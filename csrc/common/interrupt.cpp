@@ -42,8 +42,17 @@ void check_interrupt_now_and_then() {
 }
 
 void pause(int step) {
+  // The first steps only yield the core: most waits (the copy of a result
+  // already computed, a short op) end within microseconds, and a sleep,
+  // however short, lasts the kernel's timer slack (about 50 us). Then
   // 10 us doubling to 0.5 ms: a short op is seen finished soon after it
   // is, a long one costs a wake-up per 0.5 ms.
+  constexpr int kYields = 32;
+  if (step < kYields) {
+    std::this_thread::yield();
+    return;
+  }
+  step -= kYields;
   std::this_thread::sleep_for(std::chrono::microseconds(std::min(10 << std::min(step, 6), 500)));
 }
 

@@ -8,13 +8,17 @@
 namespace torch_tpu::lowering {
 
 // args[0]: an integer index tensor; args[1]: IntList {lo, hi, ignore,
-// has_ignore, k}: the check's number k (from 1) among its graph's checks;
-// args[2], absent for a graph's first check: the state the graph's
-// previous check returned. The state is an i32 scalar, kFirstMark - (the
-// number of the first failed check), or 0 while none failed: max() keeps
-// the first failure. A check fails when some index lies outside [lo, hi)
+// has_ignore}; args[2], absent for a chain's first check: the state the
+// chain's previous check returned. The state is an i32 scalar: n >= 0 while
+// the chain's n checks so far passed, -(k + 1) once its check k (from 0)
+// failed, kept from then on so that the first failure is the one named.
+// The check's number is counted on the device, not written into the
+// program, so that every check compiles to the same program wherever it
+// falls in a chain. A check fails when some index lies outside [lo, hi)
 // (an index equal to `ignore` is allowed when has_ignore is 1).
-constexpr int32_t kFirstMark = 1 << 30;
 extern const Lowering kIndexOutOfRange;
+
+// The check (from 0) a chain's state names as failed, or -1 if none.
+inline int64_t failed_check(int32_t state) { return state < 0 ? -static_cast<int64_t>(state) - 1 : -1; }
 
 }  // namespace torch_tpu::lowering

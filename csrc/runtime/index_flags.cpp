@@ -20,11 +20,12 @@ struct Check {
   bool dropped = false;  // its op raised before it was recorded
 };
 
-// The state a graph's checks end in, and which checks it covers: numbers
-// [begin, begin + count) of its device (its own count starts at zero).
+// The state a graph's checks end in: the newest state of a chain of checks
+// that starts at check number `chain` of its device and runs through the
+// graph's last check. The graph's own checks start at number `begin`.
 struct Entry {
   std::shared_ptr<DeviceBuffer> state;
-  int64_t begin = 0, count = 0;
+  int64_t begin = 0, chain = 0;
 };
 
 // A device's checks not read yet. checks[i] is check number read + i.
@@ -34,6 +35,7 @@ struct Chain {
   std::vector<Entry> entries;
   std::deque<Check> checks;
   int64_t recorded = 0, read = 0;
+  bool restart = false;  // a failure was read: the next check starts a chain
 };
 
 // Guarded by executor::mu, like the graphs the checks are recorded into.
@@ -42,6 +44,8 @@ std::map<int, Chain>& chains = *new std::map<int, Chain>;
 // A loop of checked ops that never reads anything back still reads its
 // states every so often, so that the host's record of the checks stays small.
 constexpr size_t kMaxUnread = 4096;
+// A chain's state counts its checks in an i32.
+constexpr int64_t kMaxChain = int64_t{1} << 30;
 thread_local bool checking = false;  // reading a state is a to_host too
 
 Chain& chain_of(int device) { return chains.try_emplace(device, device).first->second; }
@@ -79,15 +83,18 @@ std::string read_chains() {
       c.entries.erase(keep, c.entries.end());
     }
     if (taken.empty()) continue;
+    // A chain's newest state covers its older ones: one read per chain.
     std::vector<int64_t> failed;  // check numbers
-    for (const Entry& e : taken) {
+    for (size_t i = 0; i < taken.size(); ++i) {
+      const Entry& e = taken[i];
+      if (i + 1 < taken.size() && taken[i + 1].chain == e.chain) continue;
       int32_t state = 0;
       try {
         e.state->to_host(&state);  // outside the lock: it may wait for the device
       } catch (const Error&) {
         continue;  // the graph failed: its own error is what surfaces
       }
-      if (state != 0) failed.push_back(e.begin + (lowering::kFirstMark - state) - 1);
+      if (int64_t k = lowering::failed_check(state); k >= 0) failed.push_back(e.chain + k);
     }
     std::lock_guard<std::recursive_mutex> lock(executor::mu);
     Chain& c = chains.at(d);
@@ -95,6 +102,8 @@ std::string read_chains() {
       int64_t at = n - c.read;
       if (at < 0 || at >= static_cast<int64_t>(c.checks.size())) continue;
       const Check& bad = c.checks[at];
+      // A failed state stays failed: later checks of its chain start a new one.
+      c.restart = true;
       if (bad.dropped) continue;
       std::string message = message_of(bad.site);
       for (const auto& r : bad.results)
@@ -118,12 +127,17 @@ std::string read_chains() {
 bool record_index_check(OpCall& call, IndexCheckSite site) {
   std::lock_guard<std::recursive_mutex> lock(executor::mu);
   Chain& c = chain_of(call.device);
-  // Checks chain only within a graph: a launch never waits for an earlier
-  // graph's checks, and each graph's state says which of its own failed.
+  // Checks chain across graphs, so that a read of the newest state that
+  // ran answers for all before it: a strict op is a graph of its own, and
+  // a state read costs a wait on the device. A graph takes the previous
+  // graph's state as an input, which orders it after that graph's checks
+  // on the device but never makes the host wait.
   const auto& base = c.storage.base;
-  const bool continues = base && base->graph() && !base->graph()->flushed &&
-                         !c.entries.empty() && c.entries.back().state == base;
-  call.args[1].ints.push_back(continues ? c.entries.back().count + 1 : 1);
+  const bool continues = base && !c.restart && base->state() != DeviceBuffer::State::Error &&
+                         !c.entries.empty() && c.entries.back().state == base &&
+                         c.recorded - c.entries.back().chain < kMaxChain;
+  const bool same_graph = continues && base->graph() && !base->graph()->flushed;
+  c.restart = false;
   if (continues) {
     lowering::Arg state;
     state.kind = lowering::Arg::Kind::Tensor;
@@ -141,11 +155,10 @@ bool record_index_check(OpCall& call, IndexCheckSite site) {
   c.checks.push_back({std::move(site), {}});
   // One live state per graph: a newer state of the same graph replaces the
   // older one, which is then fused away.
-  if (continues) {
+  if (same_graph) {
     c.entries.back().state = next;
-    ++c.entries.back().count;
   } else {
-    c.entries.push_back({next, c.recorded, 1});
+    c.entries.push_back({next, c.recorded, continues ? c.entries.back().chain : c.recorded});
   }
   ++c.recorded;
   if (c.checks.size() > kMaxUnread) {

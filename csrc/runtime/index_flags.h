@@ -3,18 +3,23 @@
 // assert. A device cannot raise, so each checked op records a tiny node
 // (lowering/index_range.h) beside it that reads its indices and yields an
 // i32 state: in strict it is fused into the op's own program (no second
-// launch); in defer_and_fuse the checks of one graph chain into each other,
-// so a graph however many checks it holds has one live state, which names
-// its first failed check. Chains never cross graphs: a launch never waits
-// for an earlier graph's checks. The host keeps, per check, only what its
-// message needs (formatted when one fails) and the op's results.
+// launch). Each check takes the state of the check before it, within a
+// graph and across graphs, and counts on the device: the newest state of
+// the chain names its first failed check. So a graph however many checks
+// it holds has one live state, and one read answers for every graph
+// before it -- in strict, where each op is a graph, a read per op would
+// cost a device wait per op. A graph reading an earlier graph's state is
+// ordered after it on the device; the host never waits for it. The host
+// keeps, per check, only what its message needs (formatted when one fails)
+// and the op's results.
 //
-// The states are read (4 bytes each) when a value next leaves the device
-// (DeviceBuffer::to_host) and at synchronize, those whose graph has run. A
-// failed check raises IndexError naming the op and its Python line, and
-// poisons the op's results so that every later use raises too. A state
-// whose graph has not run is left for a later read, so checking never
-// flushes pending work.
+// The states are read (4 bytes, the newest of each chain) when a value
+// next leaves the device (DeviceBuffer::to_host) and at synchronize, those
+// whose graph has run. A failed check raises IndexError naming the op and
+// its Python line, and poisons the op's results so that every later use
+// raises too; the next check starts a new chain (a failed state stays
+// failed). A state whose graph has not run is left for a later read, so
+// checking never flushes pending work.
 #pragma once
 
 #include <cstdint>
