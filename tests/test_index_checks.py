@@ -163,3 +163,45 @@ def test_chained_checks_name_the_first_failure(run_python, mode):
     assert "aten::index_select" in lines["again"], lines
     assert f"<string>:{at['LINE-SELECT']}" in lines["again"], lines
     assert lines["after"] == "[1.0, 2.0]", lines
+
+
+# An index read twice is checked once (buffers never change value); the
+# check answers for both ops: both results are poisoned, and once the failure
+# has been raised the same index is checked again at its next use.
+SHARED = """
+import torch, torch_tpu
+torch_tpu.set_eager_mode({mode!r})
+x = torch.arange(6.0, device="tpu")
+bad = torch.tensor([9], device="tpu")
+a = x.index_select(0, bad)                 # LINE-FIRST
+b = x.index_select(0, bad) * 2
+outcomes = []
+for t in (b, a):
+    try:
+        t.cpu()
+        outcomes.append("SILENT")
+    except (IndexError, RuntimeError) as e:
+        outcomes.append(type(e).__name__ + " " + str(e))
+print("second:", outcomes[0])
+print("first:", outcomes[1])
+c = x.index_select(0, bad)                 # LINE-AGAIN
+try:
+    c.cpu()
+    print("again: SILENT")
+except IndexError as e:
+    print("again:", e)
+"""
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_an_index_checked_once_answers_for_every_op_that_reads_it(run_python, mode):
+    r = run_python(SHARED.format(mode=mode), TORCH_TPU_CHECK_INDICES=None)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = dict(line.split(": ", 1) for line in r.stdout.splitlines() if ": " in line)
+    at = {m: next(i for i, c in enumerate(SHARED.splitlines(), 1) if m in c)
+          for m in ("LINE-FIRST", "LINE-AGAIN")}
+    assert lines["second"].startswith("IndexError"), lines
+    assert f"<string>:{at['LINE-FIRST']}" in lines["second"], lines
+    assert "SILENT" not in lines["first"], lines
+    assert "aten::index_select" in lines["again"], lines
+    assert f"<string>:{at['LINE-AGAIN']}" in lines["again"], lines

@@ -166,18 +166,18 @@ void check_indices(const std::string& lowering, const std::string& op,
   for (const IndexUse& u : uses_of(finder, values)) check_on_host(op, u, " (tpu debug mode)");
 }
 
-size_t record_index_checks(const std::string& lowering, const std::string& op,
-                           const std::vector<c10::IValue>& values,
-                           std::shared_ptr<const std::string>& origin) {
+runtime::OpIndexChecks record_index_checks(const std::string& lowering, const std::string& op,
+                                           const std::vector<c10::IValue>& values,
+                                           std::shared_ptr<const std::string>& origin) {
+  runtime::OpIndexChecks checks;
   Finder finder = finder_of(lowering);
-  if (!finder || runtime::capturing()) return 0;  // a compiled graph has no check state
-  size_t recorded = 0;
+  if (!finder || runtime::capturing()) return checks;  // a compiled graph has no check state
   for (const IndexUse& u : uses_of(finder, values)) {
     if (u.index.device().type() != c10::DeviceType::PrivateUse1) {
       try {
         check_on_host(op, u, "");  // already on the host: no reason to wait
       } catch (...) {
-        runtime::drop_index_checks(u.index.device().index(), recorded);
+        runtime::drop_index_checks(checks);
         throw;
       }
       continue;
@@ -196,16 +196,16 @@ size_t record_index_checks(const std::string& lowering, const std::string& op,
     if (!origin) origin = python_origin();
     call.origin = origin;
     runtime::IndexCheckSite site{op, u.size, u.dim, u.target, origin};
-    recorded += translate_errors([&] { return runtime::record_index_check(call, std::move(site)); });
+    translate_errors([&] { return runtime::record_index_check(call, std::move(site), checks); });
   }
-  return recorded;
+  return checks;
 }
 
-void watch_index_checks(int device, size_t n,
+void watch_index_checks(const runtime::OpIndexChecks& checks,
                         const std::vector<std::shared_ptr<runtime::DeviceBuffer>>& results) {
-  if (n == 0) return;
+  if (checks.all.empty()) return;
   std::vector<std::weak_ptr<runtime::DeviceBuffer>> weak(results.begin(), results.end());
-  runtime::watch_index_results(device, n, weak);
+  runtime::watch_index_results(checks, weak);
 }
 
 }  // namespace torch_tpu::aten

@@ -2,6 +2,7 @@
 
 #include "aten/pch.h"
 #include "runtime/device_buffer.h"
+#include "runtime/index_flags.h"
 
 namespace torch_tpu::aten {
 
@@ -16,15 +17,15 @@ void check_indices(const std::string& lowering, const std::string& op,
 
 // Strict and defer_and_fuse (unless TORCH_TPU_CHECK_INDICES=0): records one
 // device-side check per index argument, before the op, into the device's
-// check state (runtime/index_flags.h); returns how many. Indices on the CPU
+// check state (runtime/index_flags.h); returns them. Indices on the CPU
 // are checked at once. `origin`: the op's Python line, found here if null
 // and given back for the op itself.
-size_t record_index_checks(const std::string& lowering, const std::string& op,
-                           const std::vector<c10::IValue>& values,
-                           std::shared_ptr<const std::string>& origin);
-// The op's results (and written storages), poisoned if one of its `n`
-// checks fails.
-void watch_index_checks(int device, size_t n,
+runtime::OpIndexChecks record_index_checks(const std::string& lowering, const std::string& op,
+                                           const std::vector<c10::IValue>& values,
+                                           std::shared_ptr<const std::string>& origin);
+// The op's results (and written storages), poisoned if one of its checks
+// fails.
+void watch_index_checks(const runtime::OpIndexChecks& checks,
                         const std::vector<std::shared_ptr<runtime::DeviceBuffer>>& results);
 
 }  // namespace torch_tpu::aten

@@ -152,7 +152,7 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   const bool debug = runtime::eager_mode() == runtime::EagerMode::Debug;
   const std::string op_name =
       schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
-  size_t index_checks = 0;
+  runtime::OpIndexChecks index_checks;
   if (debug) check_indices(route.lowering->name, op_name, values);
   else if (env().check_indices)
     index_checks = record_index_checks(route.lowering->name, op_name, values, call.origin);
@@ -163,14 +163,14 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   try {
     outputs = translate_errors([&] { return runtime::run_op(call); });
   } catch (...) {
-    if (index_checks > 0) runtime::drop_index_checks(call.device, index_checks);
+    runtime::drop_index_checks(index_checks);
     throw;
   }
-  if (index_checks > 0) {
+  if (!index_checks.all.empty()) {
     std::vector<std::shared_ptr<runtime::DeviceBuffer>> written = outputs;
     for (const auto& d : call.destinations)
       if (d) written.push_back(d->target.storage->base);
-    watch_index_checks(call.device, index_checks, written);
+    watch_index_checks(index_checks, written);
   }
   torch::jit::drop(*stack, n);
 

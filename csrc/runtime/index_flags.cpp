@@ -20,6 +20,19 @@ struct Check {
   bool dropped = false;  // its op raised before it was recorded
 };
 
+// An index checked lately. Buffers never change value (a write makes a new
+// one), so the same buffer, view and range need no second check.
+struct Checked {
+  std::weak_ptr<DeviceBuffer> index;
+  ViewGeometry view;
+  std::vector<int64_t> range;
+  int64_t number = 0;
+};
+
+bool same_view(const ViewGeometry& a, const ViewGeometry& b) {
+  return a.sizes == b.sizes && a.strides == b.strides && a.offset == b.offset && a.dtype == b.dtype;
+}
+
 // The state a graph's checks end in: the newest state of a chain of checks
 // that starts at check number `chain` of its device and runs through the
 // graph's last check. The graph's own checks start at number `begin`.
@@ -36,7 +49,10 @@ struct Chain {
   std::deque<Check> checks;
   int64_t recorded = 0, read = 0;
   bool restart = false;  // a failure was read: the next check starts a chain
+  std::vector<Checked> checked;  // the newest kRemembered, oldest first
 };
+
+constexpr size_t kRemembered = 16;
 
 // Guarded by executor::mu, like the graphs the checks are recorded into.
 // Never destroyed: its buffers must not outlive the plugin at exit.
@@ -102,8 +118,10 @@ std::string read_chains() {
       int64_t at = n - c.read;
       if (at < 0 || at >= static_cast<int64_t>(c.checks.size())) continue;
       const Check& bad = c.checks[at];
-      // A failed state stays failed: later checks of its chain start a new one.
+      // A failed state stays failed: later checks of its chain start a new
+      // one, and a failed index is checked again wherever it is read.
       c.restart = true;
+      c.checked.clear();
       if (bad.dropped) continue;
       std::string message = message_of(bad.site);
       for (const auto& r : bad.results)
@@ -124,9 +142,33 @@ std::string read_chains() {
 
 }  // namespace
 
-bool record_index_check(OpCall& call, IndexCheckSite site) {
+namespace {
+
+const Checked* find_checked(const Chain& c, const TensorInput& index, const std::vector<int64_t>& range) {
+  const auto& buffer = index.storage->base;
+  if (!buffer || buffer->state() == DeviceBuffer::State::Error) return nullptr;
+  for (const Checked& k : c.checked)
+    if (k.range == range && same_view(k.view, index.view) && k.index.lock() == buffer) return &k;
+  return nullptr;
+}
+
+void remember(Chain& c, const TensorInput& index, std::vector<int64_t> range, int64_t number) {
+  if (c.checked.size() == kRemembered) c.checked.erase(c.checked.begin());
+  c.checked.push_back({index.storage->base, index.view, std::move(range), number});
+}
+
+}  // namespace
+
+bool record_index_check(OpCall& call, IndexCheckSite site, OpIndexChecks& into) {
   std::lock_guard<std::recursive_mutex> lock(executor::mu);
   Chain& c = chain_of(call.device);
+  into.device = call.device;
+  const TensorInput index = *call.inputs[0][0];
+  const std::vector<int64_t> range = call.args[1].ints;
+  if (const Checked* k = find_checked(c, index, range)) {
+    into.all.push_back(k->number);
+    return true;
+  }
   // Checks chain across graphs, so that a read of the newest state that
   // ran answers for all before it: a strict op is a graph of its own, and
   // a state read costs a wait on the device. A graph takes the previous
@@ -160,6 +202,9 @@ bool record_index_check(OpCall& call, IndexCheckSite site) {
   } else {
     c.entries.push_back({next, c.recorded, continues ? c.entries.back().chain : c.recorded});
   }
+  remember(c, index, range, c.recorded);
+  into.all.push_back(c.recorded);
+  into.own.push_back(c.recorded);
   ++c.recorded;
   if (c.checks.size() > kMaxUnread) {
     std::string failed = read_chains();
@@ -168,20 +213,30 @@ bool record_index_check(OpCall& call, IndexCheckSite site) {
   return true;
 }
 
-void watch_index_results(int device, size_t n, const std::vector<std::weak_ptr<DeviceBuffer>>& results) {
+void watch_index_results(const OpIndexChecks& checks, const std::vector<std::weak_ptr<DeviceBuffer>>& results) {
   std::lock_guard<std::recursive_mutex> lock(executor::mu);
-  auto it = chains.find(device);
+  auto it = chains.find(checks.device);
   if (it == chains.end()) return;
-  auto& checks = it->second.checks;
-  for (size_t k = 0; k < n && k < checks.size(); ++k) checks[checks.size() - 1 - k].results = results;
+  Chain& c = it->second;
+  for (int64_t n : checks.all) {
+    int64_t at = n - c.read;  // a check already read passed, or its failure was raised
+    if (at < 0 || at >= static_cast<int64_t>(c.checks.size())) continue;
+    auto& mine = c.checks[at].results;
+    mine.insert(mine.end(), results.begin(), results.end());
+  }
 }
 
-void drop_index_checks(int device, size_t n) {
+void drop_index_checks(const OpIndexChecks& checks) {
   std::lock_guard<std::recursive_mutex> lock(executor::mu);
-  auto it = chains.find(device);
+  auto it = chains.find(checks.device);
   if (it == chains.end()) return;
-  auto& checks = it->second.checks;
-  for (size_t k = 0; k < n && k < checks.size(); ++k) checks[checks.size() - 1 - k].dropped = true;
+  Chain& c = it->second;
+  for (int64_t n : checks.own) {
+    int64_t at = n - c.read;
+    if (at >= 0 && at < static_cast<int64_t>(c.checks.size())) c.checks[at].dropped = true;
+    // Nobody else may rely on a check whose failure will not be told.
+    std::erase_if(c.checked, [n](const Checked& k) { return k.number == n; });
+  }
 }
 
 void check_index_flags() {

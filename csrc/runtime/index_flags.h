@@ -40,18 +40,27 @@ struct IndexCheckSite {
   std::shared_ptr<const std::string> origin;
 };
 
+// The checks an op relies on: numbers among its device's checks. `own`:
+// those recorded for it; the others were recorded for an earlier op that
+// read the same index (the same buffer, view and range), whose check
+// answers for this op too.
+struct OpIndexChecks {
+  int device = 0;
+  std::vector<int64_t> all, own;
+};
+
 // Records the check `call` (kIndexOutOfRange with its index and range; the
 // state argument is added here) into the current graph, with
 // OpCall::fuse_with_next: strict runs it in one program with the op
-// recorded next, not alone.
+// recorded next, not alone. An index already checked and not failed (or
+// not read yet) is not checked again: its check is added to `into`.
 // False when nothing was recorded (the index carries an error: so will the op).
-bool record_index_check(OpCall& call, IndexCheckSite site);
-// The results of the op whose `n` checks were recorded last, poisoned if
-// one of them fails.
-void watch_index_results(int device, size_t n, const std::vector<std::weak_ptr<DeviceBuffer>>& results);
-// The op whose `n` checks were recorded last raised instead of running: a
-// failure of those checks is not reported (the op's own error was).
-void drop_index_checks(int device, size_t n);
+bool record_index_check(OpCall& call, IndexCheckSite site, OpIndexChecks& into);
+// The op's results, poisoned if one of its checks fails.
+void watch_index_results(const OpIndexChecks& checks, const std::vector<std::weak_ptr<DeviceBuffer>>& results);
+// The op raised instead of running: a failure of its own checks is not
+// reported (the op's own error was).
+void drop_index_checks(const OpIndexChecks& checks);
 // Reads the states whose graphs ran; throws Error(Index) for a failed check.
 void check_index_flags();
 
