@@ -1,6 +1,8 @@
 // What the executor's files share (runtime/executor.h is the public face).
 // An op's way through them, in order:
-//   recorder.cpp       the op becomes a node of its device's recording graph;
+//   recorder.cpp       the op becomes a node of its device's recording graph
+//                      (strict_hit.cpp: or, a strict op whose program is
+//                      cached, launches at once without one);
 //   program_key.cpp    the node's signature and, at a launch, the program key;
 //   cut_policy.cpp     after each node: flush now (strict, debug, a cut) or keep;
 //   flush.cpp          a flush takes the graph's live results and launches it;
