@@ -143,7 +143,11 @@ py::tuple capture_plan(const py::list& args, const std::set<int64_t>& copy_slots
     append_int(key, a.storage_offset(), ':');
     // Programs take the device buffers behind the inputs: their shapes (which
     // may differ from the tensors', e.g. (3,) over (1, 3)) key them.
-    if (!copy) append_ints(key, storage_of(src)->base->logical_type().shape);  // read exact
+    if (!copy) {  // read exact
+      const auto& base = storage_of(src)->base;
+      append_ints(key, base->padded() ? c10::IntArrayRef(base->logical_type().shape)
+                                      : c10::IntArrayRef(base->type().shape));
+    }
     key += ';';
   }
   return py::make_tuple(plan, py::bytes(key), plain);

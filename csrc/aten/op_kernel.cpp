@@ -150,8 +150,7 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   check_partial_overlaps(route, values);
 
   const bool debug = runtime::eager_mode() == runtime::EagerMode::Debug;
-  const std::string op_name =
-      schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+  const std::string& op_name = route.op_name;
   runtime::OpIndexChecks index_checks;
   if (debug) check_indices(route.lowering->name, op_name, values);
   else if (env().check_indices)

@@ -60,6 +60,7 @@ std::optional<std::string> find_twin(const std::vector<std::string>& bases,
 Route compute_route(const c10::OperatorHandle& op) {
   const auto& schema = op.schema();
   Route r;
+  r.op_name = full_name(schema.operator_name());
   for (size_t i = 0; i < schema.arguments().size(); ++i)
     if (is_written(schema.arguments()[i])) r.written.push_back(static_cast<int>(i));
   if (r.written.empty()) {

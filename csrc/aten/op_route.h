@@ -12,6 +12,7 @@ namespace torch_tpu::aten {
 enum class Variant { Functional, InPlace, Out, Mutating };
 
 struct Route {
+  std::string op_name;  // "aten::add.Tensor"
   const lowering::Lowering* lowering = nullptr;
   Variant variant = Variant::Functional;
   std::vector<int> written;  // schema indices of mutated arguments, in output order

@@ -1,12 +1,14 @@
 // Which Python line issued an op, for error messages. The frame walk runs on
-// every op, so it is kept cheap: results are cached per (code object, line)
-// and whether a code object belongs to torch's own files is decided once.
+// every op, so it is kept cheap: the text is cached per (code object,
+// instruction offset) -- turning an offset into a line number scans the
+// code's line table, so it is done once per call site, not per op -- and
+// whether a code object belongs to torch's own files is decided once. The
+// caches are touched only with the GIL held, which is their lock.
 #include "aten/origin.h"
 
 #include <Python.h>
 #include <frameobject.h>
 
-#include <mutex>
 #include <unordered_map>
 
 namespace torch_tpu::aten {
@@ -14,9 +16,20 @@ namespace torch_tpu::aten {
 namespace {
 
 std::vector<std::string> internal_dirs;
-std::mutex mu;
 std::unordered_map<PyCodeObject*, bool> internal_code;  // holds a reference to each key
-std::unordered_map<PyCodeObject*, std::unordered_map<int, std::shared_ptr<const std::string>>> places;
+
+struct Site {
+  PyCodeObject* code;
+  int offset;
+  bool operator==(const Site& o) const { return code == o.code && offset == o.offset; }
+};
+struct SiteHash {
+  size_t operator()(const Site& s) const {
+    return std::hash<const void*>()(s.code) ^ (static_cast<size_t>(s.offset) * 0x9E3779B97F4A7C15ULL);
+  }
+};
+// Keys hold a reference to their code object (taken in is_internal).
+std::unordered_map<Site, std::shared_ptr<const std::string>, SiteHash> places;
 
 bool is_internal(PyCodeObject* code) {
   auto it = internal_code.find(code);
@@ -34,42 +47,46 @@ bool is_internal(PyCodeObject* code) {
   return internal;
 }
 
+std::shared_ptr<const std::string> place_of(PyFrameObject* frame, PyCodeObject* code) {
+#if PY_VERSION_HEX >= 0x030B0000
+  Site site{code, PyFrame_GetLasti(frame)};
+#else
+  Site site{code, -PyFrame_GetLineNumber(frame)};
+#endif
+  auto& slot = places[site];
+  if (!slot) {
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    slot = std::make_shared<const std::string>(std::string(file ? file : "?") + ":" +
+                                                std::to_string(PyFrame_GetLineNumber(frame)));
+  }
+  return slot;
+}
+
 }  // namespace
 
 void set_internal_dirs(std::vector<std::string> dirs) {
-  std::lock_guard<std::mutex> lock(mu);
+  PyGILState_STATE gil = PyGILState_Ensure();
   internal_dirs = std::move(dirs);
+  PyGILState_Release(gil);
 }
 
 std::shared_ptr<const std::string> python_origin() {
   if (!Py_IsInitialized()) return nullptr;
   PyGILState_STATE gil = PyGILState_Ensure();
   std::shared_ptr<const std::string> result;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    PyFrameObject* frame = PyEval_GetFrame();  // borrowed
-    Py_XINCREF(frame);
-    while (frame != nullptr) {
-      PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
-      bool internal = is_internal(code);
-      if (!internal) {
-        int line = PyFrame_GetLineNumber(frame);
-        auto& slot = places[code][line];
-        if (!slot) {
-          const char* file = PyUnicode_AsUTF8(code->co_filename);
-          slot = std::make_shared<const std::string>(std::string(file ? file : "?") + ":" +
-                                                      std::to_string(line));
-        }
-        result = slot;
-      }
-      Py_DECREF(code);
-      if (!internal) break;
-      PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
-      Py_DECREF(frame);
-      frame = back;
-    }
-    Py_XDECREF(frame);
+  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+  Py_XINCREF(frame);
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
+    bool internal = is_internal(code);
+    if (!internal) result = place_of(frame, code);
+    Py_DECREF(code);
+    if (!internal) break;
+    PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
+    Py_DECREF(frame);
+    frame = back;
   }
+  Py_XDECREF(frame);
   PyGILState_Release(gil);
   return result;
 }

@@ -253,8 +253,11 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(const std::vector<const
             ErrorKind::Runtime, "invalid device index ", device_index);
   TPU_CHECK(replicas_ == 1, ErrorKind::Runtime, "an executable compiled for ", replicas_,
             " replicas is launched with execute_replicated");
-  std::vector<PJRT_Buffer*> raw_args(args.size());
-  std::vector<int64_t> keep;  // PJRT donates every aliased input not listed here
+  // Scratch reused by every launch of this thread (strict mode launches per op).
+  thread_local std::vector<PJRT_Buffer*> raw_args, raw_out;
+  thread_local std::vector<int64_t> keep;  // PJRT donates every aliased input not listed here
+  raw_args.resize(args.size());
+  keep.clear();
   for (size_t i = 0; i < args.size(); ++i) {
     raw_args[i] = args[i]->raw();
     if (i >= donated.size() || !donated[i]) keep.push_back(static_cast<int64_t>(i));
@@ -264,7 +267,7 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(const std::vector<const
   options.non_donatable_input_indices = keep.data();
   options.num_non_donatable_input_indices = keep.size();
 
-  std::vector<PJRT_Buffer*> raw_out(outputs_.size(), nullptr);
+  raw_out.assign(outputs_.size(), nullptr);
   PJRT_Buffer* const* arg_list = raw_args.data();
   PJRT_Buffer** out_list = raw_out.data();
 

@@ -161,15 +161,18 @@ std::vector<std::shared_ptr<DeviceBuffer>> CapturedProgram::run(
   }
   std::vector<std::unique_ptr<pjrt::Buffer>> outs;
   try {
+    // The name is read only by a running trace: not copied per call otherwise.
     outs = executor::execute(executable(donating), args, donated, device_,
-                             {label_.name, label_.ops, "hit", current_correlation()});
+                             {tracing() ? label_.name : std::string(), label_.ops, "hit",
+                              current_correlation()});
   } catch (const Error& e) {
     for (const auto& t : output_types_)
       results.push_back(DeviceBuffer::error(t, std::string("compiled tpu program failed: ") + e.what(), device_));
     return results;
   }
-  for (auto& o : outs)
-    results.push_back(DeviceBuffer::materialized(std::move(o), "torch.compile program", device_));
+  static const std::string producer = "torch.compile program";
+  for (size_t k = 0; k < outs.size(); ++k)
+    results.push_back(DeviceBuffer::produced(output_types_[k], std::move(outs[k]), producer, device_));
   return results;
 }
 

@@ -23,7 +23,7 @@ void CompileJob::run() {
     outs = executor::execute(*program->exe, args, program->donated, device,
                              {label.name, label.ops, mlir.empty() ? "hit" : "miss", label.correlation});
   } catch (const Error& e) {
-    error = failure + e.what();
+    error = e.what();  // the adopting thread names the graph (launch.cpp)
     error_kind = e.kind();
     if (e.kind() == ErrorKind::OutOfMemory) record_oom(device);
   }

@@ -41,7 +41,7 @@ std::shared_ptr<DeviceBuffer> upload(const void* data, const TensorType& type, i
   Runtime& rt = Runtime::get();
   rt.check_device(device);
   executor::count("bytes_to_device", type.nbytes());
-  check_allocation(device, type.nbytes(), "copy from host");
+  check_allocation(device, type.nbytes(), [] { return std::string("copy from host"); });
   return DeviceBuffer::materialized(rt.client().from_host(data, type, device), "copy from host",
                                     device);
 }

@@ -34,16 +34,24 @@ std::unique_ptr<pjrt::Buffer> run_zeros(const hlo::TensorType& type, int device)
     }
     exe = slot;
   }
-  check_allocation(device, type.nbytes(), "the zeros of a fresh tensor (" + type.str() + ")");
+  check_allocation(device, type.nbytes(),
+                   [&] { return "the zeros of a fresh tensor (" + type.str() + ")"; });
   auto out = exe->execute({}, {}, device);
   return std::move(out[0]);
 }
 
 }  // namespace
 
+std::shared_ptr<DeviceBuffer> DeviceBuffer::create(const hlo::TensorType& type, int device) {
+  struct Made : DeviceBuffer {  // make_shared needs a public constructor
+    Made(const hlo::TensorType& type, int device) : DeviceBuffer(type, device) {}
+  };
+  return std::make_shared<Made>(type, device);  // one allocation with its count
+}
+
 std::shared_ptr<DeviceBuffer> DeviceBuffer::deferred_zeros(const hlo::TensorType& type,
                                                            int device) {
-  std::shared_ptr<DeviceBuffer> b(new DeviceBuffer(type, device));
+  auto b = create(type, device);
   b->producer_ = "empty";
   return b;
 }
@@ -51,7 +59,7 @@ std::shared_ptr<DeviceBuffer> DeviceBuffer::deferred_zeros(const hlo::TensorType
 std::shared_ptr<DeviceBuffer> DeviceBuffer::materialized(std::unique_ptr<pjrt::Buffer> buffer,
                                                          std::string producer, int device,
                                                          bool counted) {
-  std::shared_ptr<DeviceBuffer> b(new DeviceBuffer(buffer->type(), device));
+  auto b = create(buffer->type(), device);
   b->producer_ = std::move(producer);
   b->counted_ = counted;
   b->set_buffer(std::move(buffer));
@@ -60,7 +68,7 @@ std::shared_ptr<DeviceBuffer> DeviceBuffer::materialized(std::unique_ptr<pjrt::B
 
 std::shared_ptr<DeviceBuffer> DeviceBuffer::error(const hlo::TensorType& type,
                                                   std::string message, int device, ErrorKind kind) {
-  std::shared_ptr<DeviceBuffer> b(new DeviceBuffer(type, device));
+  auto b = create(type, device);
   b->state_ = State::Error;
   b->error_ = std::move(message);
   b->error_kind_ = kind;
@@ -69,12 +77,21 @@ std::shared_ptr<DeviceBuffer> DeviceBuffer::error(const hlo::TensorType& type,
 
 std::shared_ptr<DeviceBuffer> DeviceBuffer::pending(const hlo::TensorType& type, int device,
                                                    std::shared_ptr<Graph> graph, int node,
-                                                   int result, std::string producer) {
-  std::shared_ptr<DeviceBuffer> b(new DeviceBuffer(type, device));
+                                                   int result, const std::string& producer) {
+  auto b = create(type, device);
   b->graph_ = std::move(graph);
   b->node_ = node;
   b->result_ = result;
-  b->producer_ = std::move(producer);
+  b->producer_name_ = &producer;
+  return b;
+}
+
+std::shared_ptr<DeviceBuffer> DeviceBuffer::produced(const hlo::TensorType& type,
+                                                    std::unique_ptr<pjrt::Buffer> buffer,
+                                                    const std::string& producer, int device) {
+  auto b = create(type, device);
+  b->producer_name_ = &producer;
+  b->set_buffer(std::move(buffer));
   return b;
 }
 
@@ -118,7 +135,7 @@ const pjrt::Buffer& DeviceBuffer::buffer() {
     flush_graph(g, "value needed");
     // A flushed graph settles every live result; a result it left pending
     // would otherwise be read as the zeros of a deferred fill.
-    TPU_CHECK(state_ != State::Deferred, ErrorKind::Runtime, "tpu op '", producer_,
+    TPU_CHECK(state_ != State::Deferred, ErrorKind::Runtime, "tpu op '", producer(),
               "': its graph was flushed but the result was never computed");
   }
   if (state_ == State::Error) raise_error();
@@ -132,7 +149,7 @@ void DeviceBuffer::wait() {
     b.await_ready();
   } catch (const Error& e) {
     state_ = State::Error;
-    error_ = "tpu op '" + producer_ + "' failed on the device: " + e.what();
+    error_ = "tpu op '" + producer() + "' failed on the device: " + e.what();
     error_kind_ = e.kind();
     if (e.kind() == ErrorKind::OutOfMemory) record_oom(device_);
     if (counted_) record_free(device_, type_.nbytes(), this);

@@ -42,10 +42,15 @@ class DeviceBuffer {
                                                     bool counted = true);
   static std::shared_ptr<DeviceBuffer> error(const hlo::TensorType& type, std::string message,
                                              int device, ErrorKind kind = ErrorKind::Runtime);
-  // Result `result` of node `node` of an unflushed graph.
+  // Result `result` of node `node` of an unflushed graph. `producer` (a
+  // lowering's name) outlives every buffer: it is not copied.
   static std::shared_ptr<DeviceBuffer> pending(const hlo::TensorType& type, int device,
                                                std::shared_ptr<Graph> graph, int node, int result,
-                                               std::string producer);
+                                               const std::string& producer);
+  // pending() and its fulfil() in one step: the result of an op that ran.
+  static std::shared_ptr<DeviceBuffer> produced(const hlo::TensorType& type,
+                                                std::unique_ptr<pjrt::Buffer> buffer,
+                                                const std::string& producer, int device);
   ~DeviceBuffer();
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -61,7 +66,7 @@ class DeviceBuffer {
   void set_padding(int dim, int64_t size) { padding_ = {dim, size}; }
   hlo::TensorType logical_type() const;
   int device() const { return device_; }
-  const std::string& producer() const { return producer_; }
+  const std::string& producer() const { return producer_name_ ? *producer_name_ : producer_; }
   const std::string& error_message() const { return error_; }
   ErrorKind error_kind() const { return error_kind_; }
   // The unflushed graph that will produce this buffer, if any.
@@ -89,6 +94,7 @@ class DeviceBuffer {
 
  private:
   DeviceBuffer(hlo::TensorType type, int device) : type_(std::move(type)), device_(device) {}
+  static std::shared_ptr<DeviceBuffer> create(const hlo::TensorType& type, int device);
   void set_buffer(std::unique_ptr<pjrt::Buffer> b);
   [[noreturn]] void raise_error() const;
 
@@ -98,6 +104,7 @@ class DeviceBuffer {
   int device_ = 0;
   std::unique_ptr<pjrt::Buffer> buffer_;
   std::string producer_;
+  const std::string* producer_name_ = nullptr;  // instead of producer_, not owned
   std::string error_;
   ErrorKind error_kind_ = ErrorKind::Runtime;  // what raising the error throws
   std::shared_ptr<Graph> graph_;

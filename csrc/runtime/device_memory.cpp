@@ -69,7 +69,7 @@ int64_t memory_limit(int device) {
                               static_cast<double>(device_memory_info(device).total));
 }
 
-void check_allocation(int device, int64_t bytes, const std::string& what) {
+void check_allocation(int device, int64_t bytes, const std::function<std::string()>& what) {
   if (bytes <= 0) return;
   int64_t in_use = memory_stats(device).bytes.current;
   // Cheap test first: the limit reads /proc/meminfo on the CPU plugin.
@@ -82,7 +82,7 @@ void check_allocation(int device, int64_t bytes, const std::string& what) {
   record_oom(device);
   char fraction[32];
   snprintf(fraction, sizeof fraction, "%.2f", memory_fraction(device));
-  fail(ErrorKind::OutOfMemory, "tpu out of memory: ", what, " tried to allocate ",
+  fail(ErrorKind::OutOfMemory, "tpu out of memory: ", what(), " tried to allocate ",
        format_bytes(bytes), "; tpu:", device, " has ", format_bytes(info.total), " in total (",
        info.source == "plugin" ? "reported by the PJRT plugin" : "host memory: the plugin reports none",
        "), ", format_bytes(in_use), " in use by tensors, process limit ", format_bytes(limit),

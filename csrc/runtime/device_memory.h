@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace torch_tpu::runtime {
@@ -28,9 +29,10 @@ double memory_fraction(int device);
 // The bytes this process may hold on the device.
 int64_t memory_limit(int device);
 
-// Throws Error(OutOfMemory) naming `what` when `bytes` more would exceed the
-// limit; counts the OOM in the device's statistics.
-void check_allocation(int device, int64_t bytes, const std::string& what);
+// Throws Error(OutOfMemory) naming `what()` when `bytes` more would exceed
+// the limit; counts the OOM in the device's statistics. `what` is only
+// called to raise: every launch passes through here.
+void check_allocation(int device, int64_t bytes, const std::function<std::string()>& what);
 
 // "1.50 GiB"
 std::string format_bytes(int64_t bytes);

@@ -1,6 +1,8 @@
 // What the executor's files share (runtime/executor.h is the public face).
 // An op's way through them, in order:
-//   recorder.cpp       the op becomes a node of its device's recording graph;
+//   recorder.cpp       the op becomes a node of its device's recording graph
+//                      (strict_hit.cpp: or, a strict op whose program is
+//                      cached, launches at once without one);
 //   program_key.cpp    the node's signature and, at a launch, the program key;
 //   cut_policy.cpp     after each node: flush now (strict, debug, a cut) or keep;
 //   flush.cpp          a flush takes the graph's live results and launches it;
@@ -21,6 +23,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,7 +49,7 @@ struct CompiledProgram {
 // adopts its outputs into the graph's live buffers.
 struct CompileJob {
   std::shared_ptr<CompiledProgram> program;
-  std::string key, mlir, failure;
+  std::string key, mlir;
   std::vector<hlo::TensorType> out_types;
   int device = 0;
   std::vector<const pjrt::Buffer*> args;
@@ -79,7 +83,7 @@ extern EagerMode mode;
 extern std::shared_ptr<Graph> capture_graph;  // the graph torch.compile records into
 extern std::vector<std::shared_ptr<Graph>> in_flight;  // compiling or launching on the worker
 
-inline void count(const char* what, int64_t n = 1) { Runtime::get().count(what, n); }
+inline void count(std::string_view what, int64_t n = 1) { Runtime::get().count(what, n); }
 
 // ---- recorder.cpp
 std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call);
@@ -103,10 +107,29 @@ struct LocalBases {
 };
 // The value a Number parameter is fed: the argument's, or one element of it.
 const lowering::Number& number_of(const lowering::Arg& a, const NumberParam& np);
+// How a node's local base enters the graph key: graph parameter `param`,
+// or result `result` of node `node`.
+void append_param_link(std::string& links, int param);
+void append_node_link(std::string& links, int node, int result);
 // A launch's program key: the graph key, which results are live and which
 // parameters are donated (to which output), and the device.
 std::string launch_key(const Graph& g, const std::vector<std::pair<int, int>>& live_ids,
                        const std::vector<int>& alias);
+// launch_key of a graph of the one node `sig` whose `params` bases are its
+// parameters, with all `results` live and nothing donated (into `key`).
+void single_node_key(std::string& key, const std::string& sig, int params, int results, int device);
+
+// ---- strict_hit.cpp
+// An op prepared by the recorder as if alone: its node, whose inputs name
+// its distinct bases (local parameters), and its signature.
+struct Prepared {
+  Node node;
+  LocalBases bases;
+  std::string sig;
+};
+// Strict mode's cache hit without a graph (see strict_hit.cpp): the op's
+// results, or nullopt when the op takes the general path.
+std::optional<std::vector<std::shared_ptr<DeviceBuffer>>> strict_hit(const OpCall& call, Prepared& p);
 
 // ---- cut_policy.cpp
 // Flushes the device's recording graph first when a held repeat cut is due.
@@ -136,10 +159,18 @@ std::unique_ptr<pjrt::Buffer> rng_state_buffer(uint64_t seed, uint64_t offset, i
 // A Number parameter's buffer, shared by every launch feeding the same value.
 std::shared_ptr<pjrt::Buffer> number_buffer(const lowering::Number& n, hlo::ElementType t, int device);
 std::string failure_message(const Graph& g, const std::string& what);
+std::string failure_message(std::span<const Node> nodes, const std::string& what);
 void poison(const std::vector<std::shared_ptr<DeviceBuffer>>& live, const std::string& message,
             ErrorKind kind = ErrorKind::Runtime);
 // A graph's name in traces and logs: its op, or its op count, first and last op.
 ProgramLabel program_label(const Graph& g);
+ProgramLabel program_label(std::span<const Node> nodes);
+// A launch's arguments: `params`, then the numbers and generator states of
+// `nodes` the program takes. Returns the first parameter that carries an
+// error (then nothing is fed past it), or null.
+DeviceBuffer* feed_arguments(const std::vector<std::shared_ptr<DeviceBuffer>>& params,
+                             std::span<const Node> nodes, int device,
+                             const CompiledProgram& program, CompileJob& job);
 // Runs `g`'s program with `live` (result live_ids[k] of the graph) as outputs.
 void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
             const std::vector<std::pair<int, int>>& live_ids);

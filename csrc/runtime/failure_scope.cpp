@@ -121,6 +121,11 @@ void reject_op_for_test(std::string op, std::string message) {
   rejected_message = std::move(message);
 }
 
+bool rejecting_for_test() {
+  std::lock_guard<std::mutex> lock(reject_mu);
+  return !rejected_op.empty();
+}
+
 void check_rejected_for_test(const Graph& g) {
   std::lock_guard<std::mutex> lock(reject_mu);
   if (rejected_op.empty()) return;

@@ -31,5 +31,7 @@ void split_failed_graph(Graph& g, const std::vector<std::shared_ptr<DeviceBuffer
 void reject_op_for_test(std::string op, std::string message);
 // Throws the rejection when `g` holds the rejected op.
 void check_rejected_for_test(const Graph& g);
+// Whether some op is being rejected (reject_op_for_test).
+bool rejecting_for_test();
 
 }  // namespace torch_tpu::runtime

@@ -39,12 +39,13 @@ std::string node_name(const Node& node) {
   return node.lowering->name;
 }
 
-std::string Graph::describe(int n) const {
-  const Node& node = nodes[n];
+std::string describe(const Node& node) {
   std::string s = "'" + node_name(node) + "'";
   if (node.origin) s += " (at " + *node.origin + ")";
   return s;
 }
+
+std::string Graph::describe(int n) const { return runtime::describe(nodes[n]); }
 
 namespace {
 

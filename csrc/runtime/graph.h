@@ -69,6 +69,8 @@ struct Node {
 // The op a node runs, as users know it: a user kernel by its op name, an op
 // on padded inputs (runtime/dynamic_dims.h) as "aten::cat (padded)".
 std::string node_name(const Node& node);
+// "'aten::mm' (at model.py:12)", for messages about the node.
+std::string describe(const Node& node);
 
 struct CompileJob;  // runtime/executor_internal.h
 

@@ -69,10 +69,14 @@ std::shared_ptr<pjrt::Buffer> number_buffer(const lowering::Number& n, ElementTy
 
 // ---------------------------------------------------------------- failures and labels
 
+std::string failure_message(std::span<const Node> nodes, const std::string& what) {
+  if (nodes.size() == 1) return "tpu op " + describe(nodes[0]) + " failed: " + what;
+  return "tpu graph of " + std::to_string(nodes.size()) + " ops (first " + describe(nodes.front()) +
+         ", last " + describe(nodes.back()) + ") failed: " + what;
+}
+
 std::string failure_message(const Graph& g, const std::string& what) {
-  if (g.nodes.size() == 1) return "tpu op " + g.describe(0) + " failed: " + what;
-  return "tpu graph of " + std::to_string(g.nodes.size()) + " ops (first " + g.describe(0) +
-         ", last " + g.describe(static_cast<int>(g.nodes.size()) - 1) + ") failed: " + what;
+  return failure_message(g.nodes, what);
 }
 
 void poison(const std::vector<std::shared_ptr<DeviceBuffer>>& live, const std::string& message,
@@ -80,15 +84,17 @@ void poison(const std::vector<std::shared_ptr<DeviceBuffer>>& live, const std::s
   for (const auto& b : live) b->set_error(message, kind);
 }
 
-ProgramLabel program_label(const Graph& g) {
+ProgramLabel program_label(const Graph& g) { return program_label(g.nodes); }
+
+ProgramLabel program_label(std::span<const Node> nodes) {
   // Index checks (runtime/index_flags.h) ride along with their ops: a strict
   // op's program is named after the op alone.
   std::vector<const Node*> ops;
-  ops.reserve(g.nodes.size());
-  for (const Node& n : g.nodes)
+  ops.reserve(nodes.size());
+  for (const Node& n : nodes)
     if (n.lowering != &lowering::kIndexOutOfRange) ops.push_back(&n);
   if (ops.empty())
-    for (const Node& n : g.nodes) ops.push_back(&n);
+    for (const Node& n : nodes) ops.push_back(&n);
   ProgramLabel l;
   l.ops = static_cast<int>(ops.size());
   if (ops.empty()) return l;
@@ -102,6 +108,27 @@ ProgramLabel program_label(const Graph& g) {
 }
 
 // ---------------------------------------------------------------- launching
+
+DeviceBuffer* feed_arguments(const std::vector<std::shared_ptr<DeviceBuffer>>& params,
+                             std::span<const Node> nodes, int device,
+                             const CompiledProgram& program, CompileJob& job) {
+  job.args.reserve(params.size() + program.numbers.size());
+  for (const auto& p : params) {
+    if (p->state() == DeviceBuffer::State::Error) return p.get();
+    job.args.push_back(&p->buffer());
+  }
+  for (const NumberParam& np : program.numbers) {
+    const Arg& a = nodes[np.node].args[np.arg];
+    if (np.rng) {
+      job.states.push_back(rng_state_buffer(a.rng_seed, a.rng_offset, device));
+      job.args.push_back(job.states.back().get());
+    } else {
+      job.numbers.push_back(number_buffer(number_of(a, np), np.type, device));
+      job.args.push_back(job.numbers.back().get());
+    }
+  }
+  return nullptr;
+}
 
 namespace {
 
@@ -158,26 +185,10 @@ std::string build_program(Graph& g, const std::vector<std::pair<int, int>>& live
   return b.module(outs);
 }
 
-// The launch's arguments: the graph's buffers, then numbers and generator
-// states. Returns the first parameter that carries an error (then nothing
-// is fed past it), or null.
-DeviceBuffer* feed_arguments(Graph& g, const CompiledProgram& program, CompileJob& job) {
-  job.args.reserve(g.params.size() + program.numbers.size());
-  for (const auto& p : g.params) {
-    if (p->state() == DeviceBuffer::State::Error) return p.get();
-    job.args.push_back(&p->buffer());
-  }
-  for (const NumberParam& np : program.numbers) {
-    const Arg& a = g.nodes[np.node].args[np.arg];
-    if (np.rng) {
-      job.states.push_back(rng_state_buffer(a.rng_seed, a.rng_offset, g.device));
-      job.args.push_back(job.states.back().get());
-    } else {
-      job.numbers.push_back(number_buffer(number_of(a, np), np.type, g.device));
-      job.args.push_back(job.numbers.back().get());
-    }
-  }
-  return nullptr;
+
+// A job's error names the graph's ops, formatted only when it failed.
+void name_failure(const Graph& g, CompileJob& job) {
+  if (!job.error.empty()) job.error = failure_message(g, job.error);
 }
 
 // Runs the job: on the worker in defer_and_fuse (the graph stays in flight)
@@ -196,6 +207,7 @@ void start(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live, std::shar
     return;
   }
   job->run();
+  name_failure(g, *job);
   job->adopt(live);
 }
 
@@ -223,21 +235,23 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
 
   // An input that carries an error poisons every result.
   auto job = std::make_shared<CompileJob>();
-  if (DeviceBuffer* failed = feed_arguments(g, *program, *job))
+  if (DeviceBuffer* failed = feed_arguments(g.params, g.nodes, g.device, *program, *job))
     return split_failed_graph(g, g.params, failed->error_message(), failed->error_kind());
   // New device memory: the outputs no donated input turns into.
   int64_t new_bytes = 0;
   for (size_t k = 0; k < live.size(); ++k)
     if (!taken[k]) new_bytes += live[k]->type().nbytes();
-  check_allocation(g.device, new_bytes, "tpu op " + g.describe(0));
+  check_allocation(g.device, new_bytes, [&] { return "tpu op " + g.describe(0); });
   std::string injected;
   if (rt.take_injected_failure(&injected))
     return poison(live, failure_message(g, "on the device: " + injected));
   job->program = program;
   job->params = g.params;  // kept alive (and donated) until the launch
-  job->failure = failure_message(g, "");
   job->device = g.device;
-  job->label = program_label(g);
+  // A strict hit's label is read only by a running trace; compiles (logs)
+  // and the worker's launches (a trace may start meanwhile) always name it.
+  if (!mlir.empty() || mode == EagerMode::DeferAndFuse || tracing()) job->label = program_label(g);
+  else job->label.correlation = current_correlation();
   if (!mlir.empty()) {
     job->key = std::move(key);
     job->mlir = std::move(mlir);
@@ -251,6 +265,7 @@ void settle_locked(const std::shared_ptr<Graph>& g) {
   g->job->wait();  // if interrupted, the graph stays in flight, to be settled later
   std::shared_ptr<CompileJob> job = std::move(g->job);
   in_flight.erase(std::remove(in_flight.begin(), in_flight.end(), g), in_flight.end());
+  name_failure(*g, *job);
   if (!job->error.empty() && g->nodes.size() > 1) {
     std::vector<std::shared_ptr<DeviceBuffer>> params = std::move(job->params);
     job->params.clear();

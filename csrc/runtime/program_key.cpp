@@ -83,11 +83,21 @@ const lowering::Number& number_of(const Arg& a, const NumberParam& np) {
   return np.element >= 0 ? a.numbers.at(static_cast<size_t>(np.element)) : a.number;
 }
 
-std::string launch_key(const Graph& g, const std::vector<std::pair<int, int>>& live_ids,
-                       const std::vector<int>& alias) {
-  std::string key;
-  key.reserve(g.key.size() + 8 * (live_ids.size() + alias.size()) + 32);
-  key += g.key;
+void append_param_link(std::string& links, int param) {
+  links += 'p';
+  append_int(links, param, ',');
+}
+
+void append_node_link(std::string& links, int node, int result) {
+  links += 'n';
+  append_int(links, node, '.');
+  append_int(links, result, ',');
+}
+
+namespace {
+
+void append_launch(std::string& key, const std::vector<std::pair<int, int>>& live_ids,
+                   const std::vector<int>& alias, int device) {
   key += "|live:";
   for (const auto& [n, r] : live_ids) {
     append_int(key, n, '.');
@@ -96,8 +106,32 @@ std::string launch_key(const Graph& g, const std::vector<std::pair<int, int>>& l
   key += "|donate:";
   for (int a : alias) append_int(key, a, ',');
   key += '@';
-  append_int(key, g.device);
+  append_int(key, device);
+}
+
+}  // namespace
+
+std::string launch_key(const Graph& g, const std::vector<std::pair<int, int>>& live_ids,
+                       const std::vector<int>& alias) {
+  std::string key;
+  key.reserve(g.key.size() + 8 * (live_ids.size() + alias.size()) + 32);
+  key += g.key;
+  append_launch(key, live_ids, alias, g.device);
   return key;
+}
+
+void single_node_key(std::string& key, const std::string& sig, int params, int results, int device) {
+  key.clear();
+  key += sig;
+  key += '{';
+  for (int p = 0; p < params; ++p) append_param_link(key, p);
+  key += '}';
+  thread_local std::vector<std::pair<int, int>> live_ids;
+  thread_local std::vector<int> alias;
+  live_ids.clear();
+  for (int r = 0; r < results; ++r) live_ids.emplace_back(0, r);
+  alias.assign(static_cast<size_t>(params), -1);
+  append_launch(key, live_ids, alias, device);
 }
 
 }  // namespace torch_tpu::runtime::executor

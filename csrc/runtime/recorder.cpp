@@ -24,12 +24,6 @@ namespace {
 
 OriginProvider origin_provider = nullptr;
 
-struct Prepared {
-  Node node;
-  LocalBases bases;
-  std::string sig;
-};
-
 // The node of `call` as if it were alone: its input bases are local
 // parameters. Its signature keys the type cache and, with connectivity, the
 // graph key. Takes the call's arguments and views.
@@ -126,13 +120,10 @@ std::vector<BaseRef> link_bases(Graph& g, const std::vector<std::shared_ptr<Devi
     if (b->graph().get() == &g) {
       r.node = b->graph_node();
       r.result = b->graph_result();
-      links += 'n';
-      append_int(links, r.node, '.');
-      append_int(links, r.result, ',');
+      append_node_link(links, r.node, r.result);
     } else {
       r.param = g.param_of(b);
-      links += 'p';
-      append_int(links, r.param, ',');
+      append_param_link(links, r.param);
     }
     global[i] = r;
   }
@@ -179,7 +170,8 @@ std::vector<std::shared_ptr<DeviceBuffer>> append_node(const std::shared_ptr<Gra
   g->key += '{';
   g->key += links;
   g->key += '}';
-  g->rolling_hash = fnv(fnv(g->rolling_hash, prepared.sig), links);
+  // Only the repeat cut reads the rolling hash (runtime/cut_policy.cpp).
+  if (mode == EagerMode::DeferAndFuse) g->rolling_hash = fnv(fnv(g->rolling_hash, prepared.sig), links);
   std::vector<std::shared_ptr<DeviceBuffer>> results(types.size());
   g->nodes.push_back(std::move(node));
   g->results.emplace_back(types.size());
@@ -216,6 +208,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
     }
   }
 
+  if (auto results = strict_hit(call, prepared)) return finish(call, *results);
   flush_due_cut(call.device);
   std::shared_ptr<Graph>& slot = current[call.device];
   if (!slot) slot = Graph::create(call.device);

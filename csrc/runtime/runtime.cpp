@@ -56,14 +56,14 @@ void Runtime::check_device(int device) const {
             " tpu device(s) available (PJRT plugin '", plugin_choice().path, "')");
 }
 
-std::shared_ptr<CompiledProgram> Runtime::lookup(const std::string& key) {
+std::shared_ptr<CompiledProgram> Runtime::lookup(const std::string& key, bool count_miss) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = cache_.find(key);
   if (it == cache_.end()) {
-    ++counters_["misses"];
+    if (count_miss) count_locked("misses");
     return nullptr;
   }
-  ++counters_["hits"];
+  count_locked("hits");
   lru_.splice(lru_.begin(), lru_, it->second.age);
   return it->second.program;
 }
@@ -81,7 +81,7 @@ void Runtime::insert(const std::string& key, std::shared_ptr<CompiledProgram> pr
   while (cache_.size() > kMaxPrograms) {
     cache_.erase(lru_.back());
     lru_.pop_back();
-    ++counters_["evicted"];
+    count_locked("evicted");
   }
 }
 
@@ -162,14 +162,20 @@ int64_t Runtime::launches_in_progress() const {
   return std::count_if(launches_.begin(), launches_.end(), [](const auto& e) { return !e->ready(); });
 }
 
-void Runtime::count(const std::string& what, int64_t n) {
+void Runtime::count(std::string_view what, int64_t n) {
   std::lock_guard<std::mutex> lock(mu_);
-  counters_[what] += n;
+  count_locked(what, n);
+}
+
+void Runtime::count_locked(std::string_view what, int64_t n) {
+  auto it = counters_.find(what);
+  if (it == counters_.end()) it = counters_.emplace(std::string(what), 0).first;
+  it->second += n;
 }
 
 std::map<std::string, int64_t> Runtime::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return counters_;
+  return {counters_.begin(), counters_.end()};
 }
 
 void Runtime::reset_counters() {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -40,7 +41,9 @@ class Runtime {
   // hold only so many mappings (vm.max_map_count). Evicted programs come
   // back from the persistent cache.
   static constexpr size_t kMaxPrograms = 4096;
-  std::shared_ptr<CompiledProgram> lookup(const std::string& key);
+  // A miss is counted unless `count_miss` is false (a lookup that a full
+  // one follows on a miss).
+  std::shared_ptr<CompiledProgram> lookup(const std::string& key, bool count_miss = true);
   void insert(const std::string& key, std::shared_ptr<CompiledProgram> program);
   // Compiles `mlir` for `device`, or loads it from the persistent cache
   // (runtime/disk_cache.h), whose entries are keyed by the program text, the
@@ -61,7 +64,8 @@ class Runtime {
 
   // Counters for torch_tpu.metrics(): ops recorded, flushes by reason,
   // cache hits and misses, compilations and their time, bytes moved...
-  void count(const std::string& what, int64_t n = 1);
+  // Every op counts several: a lookup by string_view builds no string.
+  void count(std::string_view what, int64_t n = 1);
   std::map<std::string, int64_t> counters() const;
   void reset_counters();
 
@@ -76,6 +80,8 @@ class Runtime {
  private:
   explicit Runtime(std::unique_ptr<pjrt::Client> client) : client_(std::move(client)) {}
 
+  void count_locked(std::string_view what, int64_t n = 1);
+
   std::unique_ptr<pjrt::Client> client_;
   mutable std::mutex mu_;
   struct Entry {
@@ -84,7 +90,11 @@ class Runtime {
   };
   std::unordered_map<std::string, Entry> cache_;
   std::list<std::string> lru_;  // most recently used first
-  std::map<std::string, int64_t> counters_;
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  std::unordered_map<std::string, int64_t, TextHash, std::equal_to<>> counters_;
   std::deque<std::unique_ptr<pjrt::Event>> launches_;  // not yet known to be finished
   std::string injected_failure_;
 };
