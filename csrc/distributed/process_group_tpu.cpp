@@ -57,6 +57,11 @@ ProcessGroupTpu::ProcessGroupTpu(c10::intrusive_ptr<c10d::Backend> host_group, i
               ", expected ", rank, " of ", size);
 }
 
+void ProcessGroupTpu::setTimeout(std::chrono::milliseconds timeout) {
+  host_->setTimeout(timeout);  // the agreement and the staged collectives both wait in Gloo
+  timeout_ = timeout;
+}
+
 void ProcessGroupTpu::rethrow(const std::string& collective, const std::exception& e) const {
   std::string what = e.what();
   if (auto* ce = dynamic_cast<const c10::Error*>(&e)) what = ce->what_without_backtrace();

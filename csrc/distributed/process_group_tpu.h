@@ -31,6 +31,9 @@ class ProcessGroupTpu final : public c10d::Backend {
   void startCoalescing() override {}
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // torch.distributed.set_timeout (TorchTitan shortens it after the first
+  // step): the host group's waits and the timeout our errors name.
+  void setTimeout(std::chrono::milliseconds timeout) override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;

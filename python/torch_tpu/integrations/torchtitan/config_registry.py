@@ -1,0 +1,31 @@
+"""`--module torch_tpu.integrations.torchtitan --config NAME`: TorchTitan's
+llama3 configs on `tpu`. NAME is any config of `torchtitan.models.llama3`
+(llama3_debugmodel, llama3_8b, ...): the same config, with BlockCausalSDPA as
+its attention, CUDA graphs off, `--compile.backend tpu`, and TpuTrainer, which
+refuses CUDA-only options at start."""
+import dataclasses
+
+from torchtitan.models.llama3 import config_registry as _llama3
+
+from .attention import use_block_causal_sdpa
+from .trainer import TpuTrainer
+
+
+def tpu_config(stock):
+    """A stock llama3 Trainer.Config made into a TpuTrainer.Config for `tpu`."""
+    fields = {f.name: getattr(stock, f.name) for f in dataclasses.fields(stock) if f.init}
+    use_block_causal_sdpa(fields["model_spec"].model)
+    fields["training"].disable_cuda_graphs = True
+    fields["compile"].backend = "tpu"
+    return TpuTrainer.Config(**fields)
+
+
+def __getattr__(name):
+    stock = getattr(_llama3, name, None)
+    if not name.startswith("llama3_") or not callable(stock):
+        raise AttributeError(name)
+    return lambda: tpu_config(stock())
+
+
+def __dir__():
+    return sorted(n for n in dir(_llama3) if n.startswith("llama3_"))
