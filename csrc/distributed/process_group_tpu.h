@@ -90,10 +90,10 @@ class ProcessGroupTpu final : public c10d::Backend {
   [[noreturn]] void rethrow(const std::string& collective, const std::exception& e) const;
   void check_device(const at::Tensor& t, const char* collective) const;
 
-  void reduce_into(const at::Tensor& t, c10d::ReduceOp::RedOpType op, const char* collective);
+  void reduce_into(const at::Tensor& t, const c10d::ReduceOp& op, const char* collective);
   at::Tensor gather_stacked(const at::Tensor& t);
-  void reduce_scatter_flat(const at::Tensor& output, const at::Tensor& flat_host,
-                           c10d::ReduceOp::RedOpType op, const char* collective);
+  void reduce_scatter_flat(const at::Tensor& output, at::Tensor flat_host,
+                           const c10d::ReduceOp& op, const char* collective);
   void allgather_into(const at::Tensor& output, const at::Tensor& input);
 
   c10::intrusive_ptr<c10d::Backend> host_;

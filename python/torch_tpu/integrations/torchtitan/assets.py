@@ -47,18 +47,24 @@ def make_tokenizer(folder: str, corpus: list[str], vocab_size: int = 512) -> str
     return folder
 
 
-def make_dataset(folder: str, corpus: list[str]) -> str:
+def make_dataset(folder: str, corpus: list[str], copies: int = 1) -> str:
+    """`copies` back-to-back copies of `corpus`. TorchTitan gives data-parallel
+    rank r the r-th contiguous slice of the data set, so with as many copies
+    as ranks every rank reads `corpus` from its start: the same rows a single
+    process reads, which makes an N-process run comparable with a 1-process one."""
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "train.json"), "w") as f:
-        for text in corpus:
-            f.write(json.dumps({"text": text}) + "\n")
+        for _ in range(copies):
+            for text in corpus:
+                f.write(json.dumps({"text": text}) + "\n")
     return folder
 
 
-def make_assets(root: str, documents: int = 400) -> tuple[str, str]:
+def make_assets(root: str, documents: int = 400, copies: int = 2) -> tuple[str, str]:
     """(tokenizer folder, data folder) under `root`."""
     corpus = texts(documents)
-    return make_tokenizer(os.path.join(root, "tokenizer"), corpus), make_dataset(os.path.join(root, "data"), corpus)
+    return (make_tokenizer(os.path.join(root, "tokenizer"), corpus),
+            make_dataset(os.path.join(root, "data"), corpus, copies))
 
 
 if __name__ == "__main__":

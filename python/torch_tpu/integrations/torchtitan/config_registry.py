@@ -17,6 +17,11 @@ def tpu_config(stock):
     use_block_causal_sdpa(fields["model_spec"].model)
     fields["training"].disable_cuda_graphs = True
     fields["compile"].backend = "tpu"
+    # TorchTitan 0.3.0's default ("spmd_types") hands fully_shard a dp_mesh_dims
+    # that torch 2.13 refuses for the plain parameters it meets ("all parameters
+    # must be DTensors on the full SPMD mesh"); partial_dtensor is the FSDP2 path
+    # with DTensor on the model-parallel axes only, and is what runs here.
+    fields["parallelism"].spmd_backend = "partial_dtensor"
     return TpuTrainer.Config(**fields)
 
 
@@ -28,4 +33,11 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(n for n in dir(_llama3) if n.startswith("llama3_"))
+    return sorted({n for n in dir(_llama3) if n.startswith("llama3_")} | set(globals()))
+
+
+def llama3_debugmodel_2layers():
+    """The debug model cut to its first 2 layers: the CI test's model."""
+    config = tpu_config(_llama3.llama3_debugmodel())
+    config.model_spec.model.layers = config.model_spec.model.layers[:2]
+    return config
