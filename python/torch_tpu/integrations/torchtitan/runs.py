@@ -83,5 +83,40 @@ def from_seed(seed: str) -> list[str]:
     return ["--checkpoint.enable", "--checkpoint.load_only", "--checkpoint.initial_load_path", seed]
 
 
+def compare(work: str, config: str, *, steps: int, save_at: int, seq_len: int, batch: int,
+            precision: str = "float32", devices=("cpu", "tpu x1", "tpu x2"), extra=()) -> dict[str, Run]:
+    """The runs that check TorchTitan on `tpu`, all from one seed checkpoint
+    made on the CPU, over local data made under `work`:
+    "cpu" (the reference), "tpu x1" and "tpu x2" (FSDP2 over tpu_dist, saving
+    a checkpoint every `save_at` steps) as asked in `devices`, and always
+    "resumed": 2 processes in a new folder holding only tpu x2's step-`save_at`
+    checkpoint, trained on to `steps`. `extra` TorchTitan options go to the tpu runs."""
+    from . import assets
+
+    shutil.rmtree(work, ignore_errors=True)
+    tokenizer, data = assets.make_assets(os.path.join(work, "assets"), copies=2)
+    # Each process reads the data set's first copy (assets.make_dataset), so 2
+    # processes x `batch` rows are the 1-process batch twice: the same loss and gradient.
+    common = ["--hf_assets_path", tokenizer, "--dataloader.dataset_path", data,
+              "--training.seq_len", str(seq_len), "--training.steps", str(steps),
+              "--training.local_batch_size", str(batch), "--training.mixed_precision_param", precision,
+              "--debug.seed", "0", "--validator.no-enable"]
+    seed = seed_checkpoint(config, common, os.path.join(work, "seed"))
+    extra = list(extra)
+    results = {}
+    if "cpu" in devices:
+        results["cpu"] = launch(config, common + from_seed(seed), os.path.join(work, "cpu"), device="cpu")
+    if "tpu x1" in devices:
+        results["tpu x1"] = launch(config, common + from_seed(seed) + extra, os.path.join(work, "tpu1"))
+    save = ["--checkpoint.enable", "--checkpoint.interval", str(save_at), "--checkpoint.initial_load_path", seed]
+    full = os.path.join(work, "tpu2")
+    results["tpu x2"] = launch(config, common + save + extra, full, nproc=2)
+    resumed = os.path.join(work, "resumed")
+    step_dir = os.path.join("checkpoint", f"step-{save_at}")
+    shutil.copytree(os.path.join(full, step_dir), os.path.join(resumed, step_dir))
+    results["resumed"] = launch(config, common + save + extra, resumed, nproc=2)
+    return results
+
+
 if __name__ == "__main__":
     sys.exit("runs.py is a library: see examples/torchtitan_llama3.py")

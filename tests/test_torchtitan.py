@@ -1,0 +1,67 @@
+"""TorchTitan pre-training on `tpu` (docs/torchtitan.md), reduced: the llama3
+debug model cut to 2 layers, 64-token sequences, 4 steps. FSDP2 over
+tpu_dist (2 processes) against TorchTitan's own steps on the CPU from the
+same seed checkpoint and data, and a resume from the step-2 checkpoint
+against the uninterrupted run. TorchTitan runs in the virtual environment
+scripts/install_titan.sh makes (`make test` installs it)."""
+import subprocess
+
+import pytest
+
+from torch_tpu.integrations.torchtitan import runs
+
+# float32 parameters: the per-step losses of tpu and the CPU differ by
+# rounding only (about 1e-6 seen); a wrong mask, shard or reduction moves
+# them by 1e-2 or more.
+LOSS_TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def python():
+    return runs.titan_python()
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory, python):
+    return runs.compare(str(tmp_path_factory.mktemp("titan")), "llama3_debugmodel_2layers", steps=4, save_at=2,
+                        seq_len=64, batch=2, devices=("cpu", "tpu x2"))
+
+
+def test_fsdp2_on_tpu_matches_torchtitan_on_the_cpu(results):
+    cpu, tpu = results["cpu"].losses(1, 4), results["tpu x2"].losses(1, 4)
+    assert len(set(cpu)) == 4, cpu  # the model learns: a stuck loss would match trivially
+    for step, (a, b) in enumerate(zip(tpu, cpu), 1):
+        assert abs(a - b) <= LOSS_TOLERANCE, f"step {step}: tpu {a} vs cpu {b}"
+
+
+def test_resume_from_checkpoint_repeats_the_losses(results):
+    assert sorted(results["resumed"].steps) == [3, 4]
+    assert results["resumed"].losses(3, 4) == results["tpu x2"].losses(3, 4)
+    loads = [line for line in results["resumed"].output.splitlines() if "Loading the checkpoint from" in line]
+    assert loads and all("step-2" in line for line in loads), loads
+
+
+def test_metrics_line_uses_our_memory_stats_and_no_a100_mfu(results):
+    step = results["tpu x2"].steps[4]
+    assert step["throughput(tps)"] > 0
+    assert step["memory/max_reserved(GiB)"] > 0  # torch.tpu.memory_stats(); TorchTitan writes -1 when missing
+    assert "mfu(%)" not in step  # the CPU plugin's peak FLOPS are unknown: N/A, not an A100's
+    assert "mfu: N/A" in results["tpu x2"].output
+
+
+REFUSED = {
+    "--compile.enable --compile.backend inductor": "--compile.backend inductor",
+    "--training.no-disable_cuda_graphs": "CUDA graphs",
+    "--parallelism.enable_fsdp_symm_mem": "symmetric memory",
+}
+
+
+@pytest.mark.parametrize("option", sorted(REFUSED))
+def test_cuda_only_option_fails_at_start_naming_it(python, option):
+    script = ("import sys\nfrom torchtitan.config import ConfigManager\n"
+              "ConfigManager().parse_args(sys.argv[1:])\n")
+    args = ["--module", runs.MODULE, "--config", "llama3_debugmodel_2layers", *option.split()]
+    proc = subprocess.run([python, "-c", script, *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "need CUDA and are not available on tpu" in proc.stderr, proc.stderr[-3000:]
+    assert REFUSED[option] in proc.stderr
