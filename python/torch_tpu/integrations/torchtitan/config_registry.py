@@ -25,11 +25,27 @@ def tpu_config(stock):
     return TpuTrainer.Config(**fields)
 
 
+LOW_PRECISION = ("float8", "mxfp8", "nvfp4")
+
+
+def _build(name, stock):
+    try:
+        config = stock()
+    except ImportError as e:
+        # TorchTitan builds float8/MX/NVFP4 converters when the config is made,
+        # and they import torchao: installing it would not make them run here.
+        cuda_only = [p for p in LOW_PRECISION if p in name]
+        raise ValueError(f"torch_tpu: --config {name} cannot be built ({e})"
+                         + (f"; its {cuda_only[0]} training needs CUDA and is not available on tpu"
+                            if cuda_only else "")) from e
+    return tpu_config(config)
+
+
 def __getattr__(name):
     stock = getattr(_llama3, name, None)
     if not name.startswith("llama3_") or not callable(stock):
         raise AttributeError(name)
-    return lambda: tpu_config(stock())
+    return lambda: _build(name, stock)
 
 
 def __dir__():
