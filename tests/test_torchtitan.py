@@ -59,6 +59,7 @@ REFUSED = {
     "--training.no-disable_cuda_graphs": "CUDA graphs (--training.no-disable_cuda_graphs)",
     "--parallelism.enable_fsdp_symm_mem": "parallelism.enable_fsdp_symm_mem",
     "--config llama3_debugmodel_float8": "float8 training needs CUDA and is not available on tpu",
+    "--compile.enable activation-checkpoint:full": "--compile.enable with activation-checkpoint:full",
 }
 
 # Parses each command line as `torchtitan.train` does, in one interpreter

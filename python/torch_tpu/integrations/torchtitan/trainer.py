@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 
 import torch
+from torchtitan.distributed.activation_checkpoint import FullAC
 from torchtitan.models.common.attention import FlexAttention, VarlenAttention
 from torchtitan.tools.logging import logger
 from torchtitan.trainer import Trainer
@@ -72,6 +73,12 @@ class TpuTrainer(Trainer):
             if refused:
                 raise ValueError("torch_tpu: these TorchTitan options need CUDA and are not available on tpu: "
                                  + "; ".join(refused))
+            if self.compile.enable and "model" in self.compile.components \
+                    and isinstance(self.activation_checkpoint, FullAC.Config):
+                # Recomputing SDPA (tagged as random) under AOTAutograd saves the RNG
+                # state through torch._prims.rng_prims, which knows only cuda/cpu/hpu/xpu.
+                raise ValueError("torch_tpu: --compile.enable with activation-checkpoint:full is not available on "
+                                 "tpu with torch 2.13 (use activation-checkpoint:selective, the default, or eager)")
 
     def __init__(self, config: Config):
         super().__init__(config)
