@@ -106,3 +106,35 @@ def test_cuda_only_option_fails_at_start_naming_it(refusals, option):
 def test_the_config_alone_parses(refusals):
     """So the refusals come from the options, not from a config that never parses."""
     assert refusals[""] is None
+
+
+# BlockCausalSDPA on tpu against attention computed document by document on
+# the CPU (plain causal SDPA over each document's slice of the row): the
+# reference shares no mask code with the module.
+ATTENTION_CHECK = """
+import torch, torch_tpu
+import torch.nn.functional as F
+from torch_tpu.integrations.torchtitan.attention import BlockCausalSDPA, block_causal_mask
+torch.manual_seed(0)
+B, L, N, KV, H = 2, 12, 4, 2, 8
+positions = torch.tensor([[0, 1, 2, 3, 4, 0, 1, 2, 0, 1, 2, 3],
+                          [5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 0, 1]])  # row 2 starts mid-document
+q, k, v = torch.randn(B, L, N, H), torch.randn(B, L, KV, H), torch.randn(B, L, KV, H)
+attn = BlockCausalSDPA(BlockCausalSDPA.Config())
+out = attn(q.to("tpu"), k.to("tpu"), v.to("tpu"), attention_masks=block_causal_mask(positions.to("tpu")),
+           enable_gqa=True).cpu()
+expected = torch.empty_like(q)
+for b in range(B):
+    starts = [i for i in range(L) if positions[b, i] == 0 or i == 0] + [L]
+    for s, e in zip(starts, starts[1:]):
+        qs, ks, vs = (t[b:b + 1, s:e].transpose(1, 2) for t in (q, k, v))
+        expected[b, s:e] = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True,
+                                                          enable_gqa=True).transpose(1, 2)[0]
+torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+print("ok")
+"""
+
+
+def test_block_causal_attention_matches_attention_per_document(python):
+    proc = subprocess.run([python, "-c", ATTENTION_CHECK], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
