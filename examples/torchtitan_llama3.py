@@ -15,8 +15,7 @@ import sys
 
 from torch_tpu.integrations.torchtitan import runs
 
-# Largest |loss difference| from the CPU over the run, by FSDP2 parameter dtype.
-TOLERANCE = {"float32": 1e-4, "bfloat16": 5e-2}
+TOLERANCE = runs.LOSS_TOLERANCE
 
 
 def main(argv=None):

@@ -12,10 +12,7 @@ import pytest
 
 from torch_tpu.integrations.torchtitan import runs
 
-# float32 parameters: the per-step losses of tpu and the CPU differ by
-# rounding only (about 1e-6 seen); a wrong mask, shard or reduction moves
-# them by 1e-2 or more.
-LOSS_TOLERANCE = 1e-4
+LOSS_TOLERANCE = runs.LOSS_TOLERANCE["float32"]  # why this figure: runs.py
 
 
 @pytest.fixture(scope="module")
