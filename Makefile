@@ -3,7 +3,7 @@
 PYTHON ?= python3
 BUILD_LOCK = /tmp/torch_tpu_build.lock
 
-.PHONY: install deps build test test-cpp test-py test-dist4 test-faults test-faults-full test-docs demo bench clean
+.PHONY: install deps build test test-cpp test-py test-dist4 test-faults test-faults-full test-docs demo bench clean titan-env titan-debug
 
 deps:
 	bash scripts/install_deps.sh
@@ -48,6 +48,15 @@ test-docs: build
 demo: install
 	$(PYTHON) examples/train_classifier.py
 	$(PYTHON) examples/train_hf_trainer.py
+
+# TorchTitan in its own venv ($(TITAN_VENV) or ~/.cache/torch_tpu/venv-titan);
+# titan-debug: the full llama3 debug model, 20 steps, on the CPU, 1 tpu process
+# and FSDP2 over 2, then resumed from step 10 (docs/torchtitan.md).
+titan-env:
+	bash scripts/install_titan.sh
+
+titan-debug: titan-env build
+	$(PYTHON) examples/torchtitan_llama3.py
 
 bench: install
 	$(PYTHON) benchmarks/dispatch_overhead.py

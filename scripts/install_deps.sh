@@ -13,3 +13,5 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
 fi
 python3 -m pip install -q -r "$(dirname "$0")/../requirements.txt"
+# TorchTitan on tpu (tests/test_torchtitan.py, make titan-debug), in its own venv.
+bash "$(dirname "$0")/install_titan.sh"

@@ -20,6 +20,18 @@ c10::intrusive_ptr<c10d::Work> completed(std::vector<at::Tensor> outputs) {
   return c10d::Work::create_from_future(fut);
 }
 
+// PREMUL_SUM (FSDP2 divides gradients with it): each rank scales its own
+// host copy by the factor (out of place: a contiguous CPU operand is its own
+// "copy", and staging memory is reused), then the ranks SUM, as NCCL does.
+R premultiply(at::Tensor& host, const c10d::ReduceOp& op) {
+  if (op.op_ != R::PREMUL_SUM) return op.op_;
+  auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(s != nullptr, "tpu_dist: PREMUL_SUM reduce op without its factor");
+  host = host.mul(s->tensor_factor.defined() ? s->tensor_factor.to(at::kCPU).item<double>()
+                                       : s->double_factor);
+  return R::SUM;
+}
+
 int64_t nbytes(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
 
 at::Tensor meta_like(c10::ScalarType dtype, c10::IntArrayRef sizes) {
@@ -55,6 +67,11 @@ ProcessGroupTpu::ProcessGroupTpu(c10::intrusive_ptr<c10d::Backend> host_group, i
   TORCH_CHECK(host_->getRank() == rank && host_->getSize() == size,
               "tpu_dist: host group has rank ", host_->getRank(), " of ", host_->getSize(),
               ", expected ", rank, " of ", size);
+}
+
+void ProcessGroupTpu::setTimeout(std::chrono::milliseconds timeout) {
+  host_->setTimeout(timeout);  // the agreement and the staged collectives both wait in Gloo
+  timeout_ = timeout;
 }
 
 void ProcessGroupTpu::rethrow(const std::string& collective, const std::exception& e) const {
@@ -97,17 +114,24 @@ at::Tensor ProcessGroupTpu::gather_stacked(const at::Tensor& t) {
   return all.view(t.scalar_type()).reshape(shape);
 }
 
-void ProcessGroupTpu::reduce_into(const at::Tensor& t, R op, const char* collective) {
+void ProcessGroupTpu::reduce_into(const at::Tensor& t, const c10d::ReduceOp& rop,
+                                  const char* collective) {
   if (t.numel() == 0) return;
+  at::Tensor h;
+  R op = rop.op_;
+  if (op == R::PREMUL_SUM) {
+    h = host_copy(t);
+    op = premultiply(h, rop);
+  }
   if (gloo_reduces(t.scalar_type(), op)) {
-    at::Tensor h = host_copy(t);
+    if (!h.defined()) h = host_copy(t);
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp(op);
     std::vector<at::Tensor> v{h};
     run(host_->allreduce(v, o));
     write_back(t, h);
   } else {
-    write_back(t, reduce_stacked(gather_stacked(t), op, collective));
+    write_back(t, reduce_stacked(gather_stacked(h.defined() ? h : t), op, collective));
   }
 }
 
@@ -116,7 +140,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTpu::allreduce(std::vector<at::Tensor
   Signature sig{"all_reduce", -1, static_cast<int64_t>(opts.reduceOp.op_), tensors};
   for (const auto& t : tensors) check_device(t, "all_reduce");
   return collective(sig, tensors, [&] {
-    for (const auto& t : tensors) reduce_into(t, opts.reduceOp.op_, "all_reduce");
+    for (const auto& t : tensors) reduce_into(t, opts.reduceOp, "all_reduce");
   });
 }
 
@@ -130,7 +154,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTpu::allreduce_coalesced(
       gloo = gloo && t.numel() > 0 && t.scalar_type() == tensors[0].scalar_type() &&
              gloo_reduces(t.scalar_type(), opts.reduceOp.op_);
     if (!gloo) {
-      for (const auto& t : tensors) reduce_into(t, opts.reduceOp.op_, "all_reduce_coalesced");
+      for (const auto& t : tensors) reduce_into(t, opts.reduceOp, "all_reduce_coalesced");
       return;
     }
     // One Gloo call for the lot, which also sums in Gloo's coalesced order.
@@ -165,9 +189,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTpu::reduce(std::vector<at::Tensor>& 
   });
 }
 
-void ProcessGroupTpu::reduce_scatter_flat(const at::Tensor& output, const at::Tensor& flat_host,
-                                          R op, const char* collective) {
+void ProcessGroupTpu::reduce_scatter_flat(const at::Tensor& output, at::Tensor flat_host,
+                                          const c10d::ReduceOp& rop, const char* collective) {
   if (output.numel() == 0) return;
+  const R op = premultiply(flat_host, rop);
   if (gloo_reduces(output.scalar_type(), op)) {
     at::Tensor h = staging_bytes(nbytes(output)).view(flat_host.scalar_type());
     c10d::ReduceScatterOptions o;
@@ -209,7 +234,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTpu::reduce_scatter(
     }
     std::vector<at::Tensor> parts;
     for (const auto& t : inputs[0]) parts.push_back(host_copy(t).reshape({-1}));
-    reduce_scatter_flat(outputs[0], at::cat(parts), opts.reduceOp.op_, "reduce_scatter");
+    reduce_scatter_flat(outputs[0], at::cat(parts), opts.reduceOp, "reduce_scatter");
   });
 }
 
@@ -222,7 +247,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTpu::_reduce_scatter_base(
                                " times the output ", describe(output));
   check_device(input, "reduce_scatter_tensor");
   return collective(sig, {output}, [&] {
-    reduce_scatter_flat(output, host_copy(input).reshape({-1}), opts.reduceOp.op_,
+    reduce_scatter_flat(output, host_copy(input).reshape({-1}), opts.reduceOp,
                         "reduce_scatter_tensor");
   });
 }
@@ -241,7 +266,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTpu::reduce_scatter_tensor_coalesced(
                                  " times the output ", describe(outputs[i]));
   return collective(sig, outputs, [&] {
     for (size_t i = 0; i < outputs.size(); ++i)
-      reduce_scatter_flat(outputs[i], host_copy(inputs[i]).reshape({-1}), opts.reduceOp.op_,
+      reduce_scatter_flat(outputs[i], host_copy(inputs[i]).reshape({-1}), opts.reduceOp,
                           "reduce_scatter_tensor_coalesced");
   });
 }

@@ -31,6 +31,9 @@ class ProcessGroupTpu final : public c10d::Backend {
   void startCoalescing() override {}
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // torch.distributed.set_timeout (TorchTitan shortens it after the first
+  // step): the host group's waits and the timeout our errors name.
+  void setTimeout(std::chrono::milliseconds timeout) override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -87,10 +90,10 @@ class ProcessGroupTpu final : public c10d::Backend {
   [[noreturn]] void rethrow(const std::string& collective, const std::exception& e) const;
   void check_device(const at::Tensor& t, const char* collective) const;
 
-  void reduce_into(const at::Tensor& t, c10d::ReduceOp::RedOpType op, const char* collective);
+  void reduce_into(const at::Tensor& t, const c10d::ReduceOp& op, const char* collective);
   at::Tensor gather_stacked(const at::Tensor& t);
-  void reduce_scatter_flat(const at::Tensor& output, const at::Tensor& flat_host,
-                           c10d::ReduceOp::RedOpType op, const char* collective);
+  void reduce_scatter_flat(const at::Tensor& output, at::Tensor flat_host,
+                           const c10d::ReduceOp& op, const char* collective);
   void allgather_into(const at::Tensor& output, const at::Tensor& input);
 
   c10::intrusive_ptr<c10d::Backend> host_;

@@ -404,6 +404,38 @@ def future_value():
 check("async_work_future", future_value)
 
 
+# ---- premul_sum (FSDP2's gradient divide): sum of factor * each rank's operand
+def premul_sum(kind, factor):
+    inputs = [make(torch.float32, (world * 4,), r) for r in range(world)]
+    expected = sum(factor * x for x in inputs)
+    mine = inputs[rank].to(dev)
+    rop = R.PREMUL_SUM(torch.tensor(factor, device=dev) if kind == "tensor" else factor)
+    if kind == "all_reduce":
+        dist.all_reduce(mine, op=rop)
+        return same(mine, expected, exact=False)
+    out = torch.empty(4, device=dev)
+    dist.reduce_scatter_tensor(out, mine, op=rop)
+    return same(out, expected[rank * 4:(rank + 1) * 4], exact=False) and same(mine, inputs[rank])
+
+
+check("premul_sum_all_reduce", lambda: premul_sum("all_reduce", 0.25))
+check("premul_sum_reduce_scatter", lambda: premul_sum("reduce_scatter", 0.5))
+check("premul_sum_tensor_factor", lambda: premul_sum("tensor", 1 / 3))
+
+
+def set_timeout():
+    from datetime import timedelta
+    g = dist.distributed_c10d._get_default_group()
+    g.set_timeout(timedelta(seconds=20))
+    backend = g._get_backend(torch.device(dev))
+    t = torch.ones(2, device=dev)
+    dist.all_reduce(t)
+    return backend.timeout == timedelta(seconds=20) and same(t, torch.full((2,), float(world)))
+
+
+check("set_timeout", set_timeout)
+
+
 def plain_tpu_dist_group_takes_cpu_tensors():
     g = dist.new_group(backend="tpu_dist")
     t = torch.ones(3)
