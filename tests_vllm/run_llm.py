@@ -18,7 +18,7 @@ def main(spec):
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    llm = LLM(model=spec["model"], **spec["llm"])
+    llm = LLM(model=spec["model"], disable_log_stats=False, **spec["llm"])
     params = SamplingParams(**spec["sampling"])
     prompts = [TokensPrompt(prompt_token_ids=p) for p in spec["prompts"]]
     torch_tpu.reset_metrics()
@@ -50,7 +50,9 @@ def main(spec):
         extra = []
     elapsed = time.perf_counter() - start
     m = torch_tpu.metrics()
-    print(json.dumps({"tokens": tokens, "extra": extra, "seconds": elapsed,
+    counters = {c.name: c.value for c in llm.get_metrics() if hasattr(c, "value")}
+    print(json.dumps({"preempted": counters.get("vllm:num_preemptions", 0),
+                      "prefix_cache_hits": counters.get("vllm:prefix_cache_hits", 0),"tokens": tokens, "extra": extra, "seconds": elapsed,
                       "graphs_compiled": m["graphs_compiled"], "donated": m["donated_buffers"]}))
 
 

@@ -8,6 +8,8 @@ plugin the device is presented as a share of the host's memory
 """
 import torch
 
+import torch_tpu
+
 HOST_SHARE = 0.125
 GiB = 1 << 30
 
@@ -15,16 +17,10 @@ GiB = 1 << 30
 def device_memory(device) -> tuple[int, int]:
     """(free, total) bytes vLLM may plan against."""
     free, total = torch.tpu.mem_get_info(device)
-    if torch.tpu.get_device_properties(device).name.lower().startswith("cpu") or \
-            _platform_name() == "cpu":
+    if torch_tpu.platform()["platform_name"] == "cpu":
         total = int(total * HOST_SHARE)
         free = min(free, total)
     return free, total
-
-
-def _platform_name() -> str:
-    import torch_tpu
-    return torch_tpu.platform()["platform_name"]
 
 
 def kv_cache_bytes(cache_config, device) -> int:
