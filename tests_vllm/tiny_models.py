@@ -36,6 +36,12 @@ def _tokenizer(folder: str, vocab_size: int):
 
 def _config(arch: str, vocab: int):
     import transformers as tf
+    if arch == "llama-bench":
+        # head_dim 64: vLLM's own CPU attention (the benchmark's comparison) refuses 16.
+        return tf.LlamaConfig(vocab_size=vocab, hidden_size=256, intermediate_size=512,
+                              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                              max_position_embeddings=1024, bos_token_id=1, eos_token_id=2,
+                              pad_token_id=0, initializer_range=0.1), tf.LlamaForCausalLM
     common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                   bos_token_id=1, eos_token_id=2, pad_token_id=0, initializer_range=0.1,
