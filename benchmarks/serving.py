@@ -53,7 +53,7 @@ def run_vllm(spec):
         torch_tpu.reset_metrics()
         t0 = time.perf_counter()
         stamps = {}
-        for i, p in enumerate(spec["prompts"]):
+        for i, p in enumerate(spec["prompts"][rep]):
             engine.add_request(f"{rep}-{i}", TokensPrompt(prompt_token_ids=p), params)
         tokens = {}
         while engine.has_unfinished_requests():
@@ -65,7 +65,7 @@ def run_vllm(spec):
                 tokens[i] = list(out.outputs[0].token_ids)
         wall = time.perf_counter() - t0
         m = torch_tpu.metrics()
-        n = len(spec["prompts"])
+        n = len(spec["prompts"][rep])
         results.append(summarize(spec["name"], [t0] * n, [stamps[i] for i in range(n)], wall, {
             "pass": rep, "programs_compiled": m["graphs_compiled"], "program_cache_misses": m["cache_misses"],
             "tokens": [tokens[i] for i in range(n)]}))
@@ -98,7 +98,7 @@ def run_hf_tpu(spec):
         t0 = time.perf_counter()
         starts, stamps, tokens = [], [], []
         with torch.no_grad():
-            for p in spec["prompts"]:
+            for p in spec["prompts"][rep]:
                 # One at a time, so request i waits for those before it (its TTFT counts the wait).
                 s = Stamps()
                 x = torch.tensor([p]).to("tpu")
@@ -140,13 +140,16 @@ def main():
         return {"vllm": run_vllm, "hf": run_hf_tpu}[kind](json.loads(spec))
 
     folder = tiny_models.build("llama-bench", os.path.join(ROOT, "benchmarks", "results", "models"))
-    prompts = tiny_models.prompts(args.requests, args.min_len, args.max_len, VOCAB, seed=7)
+    # Pass 0 warms up (compiles); pass 1, measured, has other prompts of the same
+    # distribution, so prefix caching does not serve it from pass 0's blocks.
+    prompts = [tiny_models.prompts(args.requests, args.min_len, args.max_len, VOCAB, seed=7 + rep)
+               for rep in range(2)]
     base = {"model": folder, "prompts": prompts, "max_tokens": args.max_tokens,
             "max_num_seqs": args.max_num_seqs}
     rows = []
     tpu = in_subprocess("vllm", {**base, "name": "vllm_tpu", "passes": 2}, {})
     cpu = in_subprocess("vllm", {**base, "name": "vllm_cpu", "passes": 2}, {"VLLM_PLUGINS": "none"})
-    hf = in_subprocess("hf", {**base, "prompts": prompts[:args.hf_requests], "name": "hf_generate_tpu",
+    hf = in_subprocess("hf", {**base, "prompts": [p[:args.hf_requests] for p in prompts], "name": "hf_generate_tpu",
                               "passes": 2}, {})
     rows = [tpu[1], cpu[1], hf[1]]          # the second pass: after warm-up
     agree = {"vllm_cpu": cpu[1]["tokens"] == tpu[1]["tokens"],

@@ -16,6 +16,15 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 def main(spec):
     import torch_tpu
     from vllm import LLM, SamplingParams
+
+    if spec.get("expect_error"):
+        try:
+            LLM(model=spec["model"], **spec["llm"])
+        except Exception as e:  # noqa: BLE001  (the test checks the message)
+            print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
+            return
+        print(json.dumps({"error": None}))
+        return
     from vllm.inputs import TokensPrompt
 
     llm = LLM(model=spec["model"], disable_log_stats=False, **spec["llm"])
@@ -27,8 +36,9 @@ def main(spec):
     if waves == 1:
         outs = llm.generate(prompts, params, use_tqdm=False)
         tokens = [list(o.outputs[0].token_ids) for o in outs]
-        extra = [{"text": o.outputs[0].text,
-                  "logprobs": None if o.outputs[0].logprobs is None else len(o.outputs[0].logprobs)}
+        extra = [{"text": o.outputs[0].text, "finish_reason": o.outputs[0].finish_reason,
+                  "logprobs": None if o.outputs[0].logprobs is None else
+                  [step[t].logprob for step, t in zip(o.outputs[0].logprobs, o.outputs[0].token_ids)]}
                  for o in outs]
     else:
         # Continuous batching: new requests join the running batch between steps.
