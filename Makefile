@@ -3,7 +3,7 @@
 PYTHON ?= python3
 BUILD_LOCK = /tmp/torch_tpu_build.lock
 
-.PHONY: install deps build test test-cpp test-py test-dist4 test-faults test-faults-full test-docs demo bench clean titan-env titan-debug
+.PHONY: install deps build test test-cpp test-py vllm-env test-vllm test-vllm-fast test-dist4 test-faults test-faults-full test-docs demo bench clean titan-env titan-debug
 
 deps:
 	bash scripts/install_deps.sh
@@ -26,6 +26,21 @@ test-py: build
 test: install
 	$(MAKE) test-cpp
 	$(MAKE) test-py
+	$(MAKE) test-vllm-fast
+
+# vLLM on tpu (python/torch_tpu/integrations/vllm): vLLM lives in its own venv,
+# .venv-vllm (scripts/install_vllm.sh says why); its tests are tests_vllm/, run
+# with that venv's python. -fast is the CI slice (one tiny model, the server);
+# test-vllm adds the other models, batching, preemption, prefix caching, warm-up.
+VLLM_PYTHON = .venv-vllm/bin/python
+vllm-env: build
+	PYTHON=$(PYTHON) bash scripts/install_vllm.sh
+
+test-vllm-fast: vllm-env
+	$(VLLM_PYTHON) -m pytest -q tests_vllm -m "not slow"
+
+test-vllm: vllm-env
+	$(VLLM_PYTHON) -m pytest -q tests_vllm
 
 # tpu_dist with 4 processes (the default suite runs 2).
 test-dist4: build

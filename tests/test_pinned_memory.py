@@ -105,3 +105,12 @@ def test_device_to_pinned_host_copy():
     torch.tpu.synchronize()
     torch.testing.assert_close(host, x + 1)
     assert host.is_pinned()
+
+
+def test_accelerator_host_cache_calls():
+    # vLLM's shutdown calls these; they reach the PrivateUse1 HostAllocator
+    # (this used to be a segfault once the device had run anything).
+    x = torch.randn(4).to("tpu")
+    p = torch.empty(8, pin_memory=True)
+    torch.accelerator.empty_host_cache()
+    assert p.is_pinned() and torch.equal((x * 2).cpu(), x.cpu() * 2)

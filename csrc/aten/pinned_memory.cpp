@@ -17,6 +17,7 @@
 // torch.tpu.synchronize() waits for every such read.
 #include "aten/pinned_memory.h"
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -89,8 +90,19 @@ Block* find(const void* p) {
   return a < it->first + std::max<size_t>(b->size, 1) ? b : nullptr;
 }
 
-class PinnedAllocator final : public c10::Allocator {
+// A HostAllocator (registered for PrivateUse1 below), because
+// torch.accelerator.empty_host_cache() and host memory stats reach it through
+// that interface; a plain c10::Allocator there is called through the wrong
+// vtable (a segfault, e.g. in vLLM's shutdown). Nothing is cached: a block is
+// freed when its tensor dies, so emptying the cache has nothing to do.
+class PinnedAllocator final : public at::HostAllocator {
  public:
+  bool record_event(void*, void*, c10::Stream) override { return false; }
+  void empty_cache() override {}
+  at::HostStats get_stats() override { return {}; }
+  void reset_accumulated_stats() override {}
+  void reset_peak_stats() override {}
+
   c10::DataPtr allocate(size_t nbytes) override {
     auto* b = new Block;
     b->size = nbytes;
@@ -114,6 +126,7 @@ class PinnedAllocator final : public c10::Allocator {
 };
 
 PinnedAllocator allocator;
+REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &allocator)
 
 }  // namespace
 

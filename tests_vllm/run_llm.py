@@ -1,0 +1,70 @@
+"""Runs vLLM's offline `LLM` in a fresh process (one engine per process, as vLLM
+expects) and prints the generated token ids as JSON on the last line.
+
+usage: python run_llm.py SPEC_JSON  where SPEC has: model (folder), llm (LLM kwargs),
+prompts (lists of token ids), sampling (SamplingParams kwargs), and optionally
+"waves": submit the prompts in that many groups, each while earlier ones decode.
+"""
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+
+def main(spec):
+    import torch_tpu
+    from vllm import LLM, SamplingParams
+
+    if spec.get("expect_error"):
+        try:
+            LLM(model=spec["model"], **spec["llm"])
+        except Exception as e:  # noqa: BLE001  (the test checks the message)
+            print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
+            return
+        print(json.dumps({"error": None}))
+        return
+    from vllm.inputs import TokensPrompt
+
+    llm = LLM(model=spec["model"], disable_log_stats=False, **spec["llm"])
+    params = SamplingParams(**spec["sampling"])
+    prompts = [TokensPrompt(prompt_token_ids=p) for p in spec["prompts"]]
+    torch_tpu.reset_metrics()
+    start = time.perf_counter()
+    waves = spec.get("waves", 1)
+    if waves == 1:
+        outs = llm.generate(prompts, params, use_tqdm=False)
+        tokens = [list(o.outputs[0].token_ids) for o in outs]
+        extra = [{"text": o.outputs[0].text, "finish_reason": o.outputs[0].finish_reason,
+                  "logprobs": None if o.outputs[0].logprobs is None else
+                  [step[t].logprob for step, t in zip(o.outputs[0].logprobs, o.outputs[0].token_ids)]}
+                 for o in outs]
+    else:
+        # Continuous batching: new requests join the running batch between steps.
+        engine = llm.llm_engine
+        groups = [list(range(i, len(prompts), waves)) for i in range(waves)]
+        done, steps = {}, 0
+        for i in groups[0]:
+            engine.add_request(str(i), prompts[i], params)
+        pending = groups[1:]
+        while engine.has_unfinished_requests() or pending:
+            for out in engine.step():
+                if out.finished:
+                    done[int(out.request_id)] = list(out.outputs[0].token_ids)
+            steps += 1
+            if pending and steps % 2 == 0:
+                for i in pending.pop(0):
+                    engine.add_request(str(i), prompts[i], params)
+        tokens = [done[i] for i in range(len(prompts))]
+        extra = []
+    elapsed = time.perf_counter() - start
+    m = torch_tpu.metrics()
+    counters = {c.name: c.value for c in llm.get_metrics() if hasattr(c, "value")}
+    print(json.dumps({"preempted": counters.get("vllm:num_preemptions", 0),
+                      "prefix_cache_hits": counters.get("vllm:prefix_cache_hits", 0),"tokens": tokens, "extra": extra, "seconds": elapsed,
+                      "graphs_compiled": m["graphs_compiled"], "donated": m["donated_buffers"]}))
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))

@@ -1,0 +1,99 @@
+"""Tiny decoder models with random weights and a tokenizer trained here (no hub),
+saved as Hugging Face model folders that vLLM and transformers both load."""
+import json
+import os
+
+import torch
+
+CORPUS = [
+    "the quick brown fox jumps over the lazy dog",
+    "a tiny model serves many requests on one device",
+    "paged attention reads the keys and values through a block table",
+    "continuous batching lets new requests join while others decode",
+    "numbers one two three four five six seven eight nine ten",
+    "hello world, how are you today? fine, thanks.",
+] * 20
+
+CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+def _tokenizer(folder: str, vocab_size: int):
+    from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers
+    from transformers import PreTrainedTokenizerFast
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
+                                   pad_token="<pad>", unk_token="<unk>")
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(folder)
+    return fast
+
+
+def _config(arch: str, vocab: int):
+    import transformers as tf
+    if arch == "llama-bench":
+        # head_dim 64: vLLM's own CPU attention (the benchmark's comparison) refuses 16.
+        return tf.LlamaConfig(vocab_size=vocab, hidden_size=256, intermediate_size=512,
+                              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                              max_position_embeddings=1024, bos_token_id=1, eos_token_id=2,
+                              pad_token_id=0, initializer_range=0.1), tf.LlamaForCausalLM
+    common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                  bos_token_id=1, eos_token_id=2, pad_token_id=0, initializer_range=0.1,
+                  tie_word_embeddings=False)
+    if arch == "llama":
+        return tf.LlamaConfig(**common), tf.LlamaForCausalLM
+    if arch == "qwen3":
+        return tf.Qwen3Config(**common, head_dim=16), tf.Qwen3ForCausalLM
+    if arch == "mistral":
+        # A window shorter than the prompts, so the sliding window matters.
+        return tf.MistralConfig(**common, sliding_window=8), tf.MistralForCausalLM
+    if arch == "gemma2":
+        return tf.Gemma2Config(**{**common, "tie_word_embeddings": True}, head_dim=16, sliding_window=8, query_pre_attn_scalar=16,
+                               attn_logit_softcapping=50.0, final_logit_softcapping=30.0), \
+            tf.Gemma2ForCausalLM
+    raise ValueError(f"unknown tiny architecture {arch!r}; known: llama, qwen3, mistral, gemma2")
+
+
+def build(arch: str, root: str, seed: int = 0) -> str:
+    """The folder of a tiny `arch` model under `root` (built once)."""
+    folder = os.path.join(root, f"tiny-{arch}")
+    if os.path.exists(os.path.join(folder, "done")):
+        return folder
+    os.makedirs(folder, exist_ok=True)
+    tok = _tokenizer(folder, 384)
+    config, cls = _config(arch, len(tok))
+    config.torch_dtype = torch.float32
+    torch.manual_seed(seed)
+    model = cls(config).eval()
+    model.generation_config.eos_token_id = None
+    model.save_pretrained(folder)
+    open(os.path.join(folder, "done"), "w").write(json.dumps({"arch": arch, "seed": seed}))
+    return folder
+
+
+def prompts(n: int, lo: int, hi: int, vocab: int, seed: int = 0) -> list[list[int]]:
+    """n prompts of random token ids with lengths in [lo, hi] (ids past the special tokens)."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(lo, hi + 1, (n,), generator=g).tolist()
+    return [torch.randint(4, vocab, (k,), generator=g).tolist() for k in lengths]
+
+
+def hf_greedy(folder: str, prompt_ids: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+    """HF generate() on the CPU, one prompt at a time: the new tokens of each."""
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    out = []
+    with torch.no_grad():
+        for ids in prompt_ids:
+            x = torch.tensor([ids])
+            y = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens,
+                               min_new_tokens=max_new_tokens, do_sample=False, eos_token_id=None,
+                               pad_token_id=0)
+            out.append(y[0, len(ids):].tolist())
+    return out
