@@ -168,6 +168,7 @@ void DeviceBuffer::to_host(void* dst) {
   if (logical_type().nbytes() == 0) return;
   wait();
   check_index_flags();  // a failed device-side index check raises before the value leaves
+  if (state_ == State::Error) raise_error();  // poisoned by a check read just now
   if (!padded()) {
     buffer_->to_host(dst);
   } else {

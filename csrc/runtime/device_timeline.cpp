@@ -18,12 +18,20 @@ std::mutex mu;
 std::vector<std::shared_ptr<LaunchTiming>> last;            // per device
 std::vector<std::deque<std::shared_ptr<LaunchTiming>>> recent;  // per device, oldest first
 
+// Sets `t`'s end unless a later launch already did.
+void end_at(LaunchTiming& t, int64_t ns) {
+  int64_t unset = 0;
+  if (t.end_ns.compare_exchange_strong(unset, std::max(ns, t.launch_ns + 1), std::memory_order_acq_rel))
+    t.end_ns.notify_all();
+}
+
 void stamp(bool failed, void* arg) {
   auto* held = static_cast<std::shared_ptr<LaunchTiming>*>(arg);
   LaunchTiming& t = **held;
   t.failed.store(failed);
-  t.end_ns.store(std::max(now_ns(), t.launch_ns + 1), std::memory_order_release);
-  t.end_ns.notify_all();
+  const int64_t ns = now_ns();
+  end_at(t, ns);
+  for (auto p = t.previous.lock(); p && !p->done(); p = p->previous.lock()) end_at(*p, ns);
   delete held;
 }
 }  // namespace
@@ -54,13 +62,14 @@ void note_launch_timing(const pjrt::Event* done, int device, LaunchLabel label) 
       last.resize(device + 1);
       recent.resize(device + 1);
     }
+    t->previous = last[device];
     last[device] = t;
     recent[device].push_back(t);
     if (recent[device].size() > kRecent) recent[device].pop_front();
   }
   if (tracing()) record_launch(t);
   if (!done) {
-    t->end_ns.store(t->launch_ns + 1, std::memory_order_release);
+    end_at(*t, t->launch_ns + 1);
     return;
   }
   auto* held = new std::shared_ptr<LaunchTiming>(t);
@@ -68,8 +77,7 @@ void note_launch_timing(const pjrt::Event* done, int device, LaunchLabel label) 
     done->on_ready(&stamp, held);
   } catch (const Error&) {
     delete held;  // never stamped by the plugin: stamp it now, or waiters would hang
-    t->end_ns.store(now_ns(), std::memory_order_release);
-    t->end_ns.notify_all();
+    end_at(*t, now_ns());
   }
 }
 

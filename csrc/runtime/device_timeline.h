@@ -8,7 +8,9 @@
 // launches made while it runs into device spans (runtime/profiler_events.h).
 // A program's start is not observed: a device runs its programs in launch
 // order, so a program starts when it was launched or when the previous one
-// on its device finished, whichever is later.
+// on its device finished, whichever is later. For the same reason a stamp
+// also ends every earlier launch not stamped yet: the plugin's callbacks
+// may run out of order on a busy host, and stamps must not.
 #pragma once
 
 #include <atomic>
@@ -31,6 +33,7 @@ struct LaunchTiming {
   int64_t launch_ns = 0;
   std::atomic<int64_t> end_ns{0};  // 0 until the execution finished
   std::atomic<bool> failed{false};
+  std::weak_ptr<LaunchTiming> previous;  // the launch before it on its device
 
   bool done() const { return end_ns.load(std::memory_order_acquire) != 0; }
   void wait() const;  // until done()

@@ -38,7 +38,7 @@ bool same_view(const ViewGeometry& a, const ViewGeometry& b) {
 // graph's last check. The graph's own checks start at number `begin`.
 struct Entry {
   std::shared_ptr<DeviceBuffer> state;
-  int64_t begin = 0, chain = 0;
+  int64_t begin = 0, chain = 0, end = 0;  // its checks: [begin, end)
 };
 
 // A device's checks not read yet. checks[i] is check number read + i.
@@ -49,6 +49,7 @@ struct Chain {
   std::deque<Check> checks;
   int64_t recorded = 0, read = 0;
   bool restart = false;  // a failure was read: the next check starts a chain
+  std::string failure;   // the message of the failure read last
   std::vector<Checked> checked;  // the newest kRemembered, oldest first
 };
 
@@ -80,9 +81,10 @@ bool ran(const Entry& e) {
 }
 
 // Reads the states whose graphs ran. Returns the message of the first failed
-// check ("" if none).
+// check, else of the first check left unverified by an earlier failure ("" if
+// none).
 std::string read_chains() {
-  std::string first;
+  std::string first, unverified;
   std::vector<int> devices;
   {
     std::lock_guard<std::recursive_mutex> lock(executor::mu);
@@ -100,33 +102,57 @@ std::string read_chains() {
     }
     if (taken.empty()) continue;
     // A chain's newest state covers its older ones: one read per chain.
-    std::vector<int64_t> failed;  // check numbers
+    struct Read {
+      int64_t failed, from, to;  // the failed check; the chain's checks read: [from, to)
+    };
+    std::vector<Read> reads;
     for (size_t i = 0; i < taken.size(); ++i) {
       const Entry& e = taken[i];
       if (i + 1 < taken.size() && taken[i + 1].chain == e.chain) continue;
+      size_t first_of_chain = i;
+      while (first_of_chain > 0 && taken[first_of_chain - 1].chain == e.chain) --first_of_chain;
       int32_t state = 0;
       try {
         e.state->to_host(&state);  // outside the lock: it may wait for the device
       } catch (const Error&) {
         continue;  // the graph failed: its own error is what surfaces
       }
-      if (int64_t k = lowering::failed_check(state); k >= 0) failed.push_back(e.chain + k);
+      if (int64_t k = lowering::failed_check(state); k >= 0)
+        reads.push_back({e.chain + k, taken[first_of_chain].begin, e.end});
     }
     std::lock_guard<std::recursive_mutex> lock(executor::mu);
     Chain& c = chains.at(d);
-    for (int64_t n : failed) {
+    auto check_at = [&](int64_t n) -> Check* {
       int64_t at = n - c.read;
-      if (at < 0 || at >= static_cast<int64_t>(c.checks.size())) continue;
-      const Check& bad = c.checks[at];
+      return at < 0 || at >= static_cast<int64_t>(c.checks.size()) ? nullptr : &c.checks[at];
+    };
+    for (const Read& r : reads) {
       // A failed state stays failed: later checks of its chain start a new
       // one, and a failed index is checked again wherever it is read.
       c.restart = true;
       c.checked.clear();
-      if (bad.dropped) continue;
-      std::string message = message_of(bad.site);
-      for (const auto& r : bad.results)
-        if (auto b = r.lock()) b->set_error(message);
-      if (first.empty()) first = std::move(message);
+      Check* bad = check_at(r.failed);  // null: raised at an earlier read
+      if (bad && !bad->dropped) {
+        c.failure = message_of(bad->site);
+        for (const auto& b : bad->results)
+          if (auto buffer = b.lock()) buffer->set_error(c.failure);
+        if (first.empty()) first = c.failure;
+      }
+      // The checks after the failure in its chain did not count: their ops'
+      // results are unverified, and poisoned as a CUDA device-side assert
+      // poisons all work after it.
+      const std::string unchecked =
+          "tpu: not checked for out-of-range indices: an earlier op's failed index check stopped "
+          "the device's checks (" + c.failure + ")";
+      for (int64_t n = std::max(r.failed + 1, r.from); n < r.to; ++n) {
+        Check* later = check_at(n);
+        if (!later || later->dropped) continue;
+        for (const auto& b : later->results)
+          if (auto buffer = b.lock()) buffer->set_error(unchecked);
+        // Values computed from those results before this read are not
+        // poisoned: the read itself raises, as at a failure.
+        if (unverified.empty()) unverified = unchecked;
+      }
     }
     // Checks older than every unread state are done with.
     int64_t oldest = c.recorded;
@@ -137,7 +163,7 @@ std::string read_chains() {
       c.read += done;
     }
   }
-  return first;
+  return first.empty() ? unverified : first;
 }
 
 }  // namespace
@@ -199,8 +225,9 @@ bool record_index_check(OpCall& call, IndexCheckSite site, OpIndexChecks& into) 
   // older one, which is then fused away.
   if (same_graph) {
     c.entries.back().state = next;
+    c.entries.back().end = c.recorded + 1;
   } else {
-    c.entries.push_back({next, c.recorded, continues ? c.entries.back().chain : c.recorded});
+    c.entries.push_back({next, c.recorded, continues ? c.entries.back().chain : c.recorded, c.recorded + 1});
   }
   remember(c, index, range, c.recorded);
   into.all.push_back(c.recorded);

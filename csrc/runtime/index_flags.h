@@ -18,7 +18,9 @@
 // whose graph has run. A failed check raises IndexError naming the op and
 // its Python line, and poisons the op's results so that every later use
 // raises too; the next check starts a new chain (a failed state stays
-// failed). A state whose graph has not run is left for a later read, so
+// failed). The checks after the failure in its chain did not count: their
+// ops' results are poisoned too (as a CUDA device-side assert fails all
+// later work), and a read that finds such checks raises as well. A state whose graph has not run is left for a later read, so
 // checking never flushes pending work.
 #pragma once
 
