@@ -51,6 +51,13 @@ struct Chain {
   bool restart = false;  // a failure was read: the next check starts a chain
   std::string failure;   // the message of the failure read last
   std::vector<Checked> checked;  // the newest kRemembered, oldest first
+
+  // Check number `n`, or null once it has been read (it passed, or its
+  // failure was raised) or if it was never recorded.
+  Check* unread(int64_t n) {
+    int64_t at = n - read;
+    return at < 0 || at >= static_cast<int64_t>(checks.size()) ? nullptr : &checks[at];
+  }
 };
 
 constexpr size_t kRemembered = 16;
@@ -122,16 +129,12 @@ std::string read_chains() {
     }
     std::lock_guard<std::recursive_mutex> lock(executor::mu);
     Chain& c = chains.at(d);
-    auto check_at = [&](int64_t n) -> Check* {
-      int64_t at = n - c.read;
-      return at < 0 || at >= static_cast<int64_t>(c.checks.size()) ? nullptr : &c.checks[at];
-    };
     for (const Read& r : reads) {
       // A failed state stays failed: later checks of its chain start a new
       // one, and a failed index is checked again wherever it is read.
       c.restart = true;
       c.checked.clear();
-      Check* bad = check_at(r.failed);  // null: raised at an earlier read
+      Check* bad = c.unread(r.failed);  // null: raised at an earlier read
       if (bad && !bad->dropped) {
         c.failure = message_of(bad->site);
         for (const auto& b : bad->results)
@@ -145,7 +148,7 @@ std::string read_chains() {
           "tpu: not checked for out-of-range indices: an earlier op's failed index check stopped "
           "the device's checks (" + c.failure + ")";
       for (int64_t n = std::max(r.failed + 1, r.from); n < r.to; ++n) {
-        Check* later = check_at(n);
+        Check* later = c.unread(n);
         if (!later || later->dropped) continue;
         for (const auto& b : later->results)
           if (auto buffer = b.lock()) buffer->set_error(unchecked);
@@ -165,10 +168,6 @@ std::string read_chains() {
   }
   return first.empty() ? unverified : first;
 }
-
-}  // namespace
-
-namespace {
 
 const Checked* find_checked(const Chain& c, const TensorInput& index, const std::vector<int64_t>& range) {
   const auto& buffer = index.storage->base;
@@ -245,12 +244,8 @@ void watch_index_results(const OpIndexChecks& checks, const std::vector<std::wea
   auto it = chains.find(checks.device);
   if (it == chains.end()) return;
   Chain& c = it->second;
-  for (int64_t n : checks.all) {
-    int64_t at = n - c.read;  // a check already read passed, or its failure was raised
-    if (at < 0 || at >= static_cast<int64_t>(c.checks.size())) continue;
-    auto& mine = c.checks[at].results;
-    mine.insert(mine.end(), results.begin(), results.end());
-  }
+  for (int64_t n : checks.all)
+    if (Check* k = c.unread(n)) k->results.insert(k->results.end(), results.begin(), results.end());
 }
 
 void drop_index_checks(const OpIndexChecks& checks) {
@@ -259,8 +254,7 @@ void drop_index_checks(const OpIndexChecks& checks) {
   if (it == chains.end()) return;
   Chain& c = it->second;
   for (int64_t n : checks.own) {
-    int64_t at = n - c.read;
-    if (at >= 0 && at < static_cast<int64_t>(c.checks.size())) c.checks[at].dropped = true;
+    if (Check* k = c.unread(n)) k->dropped = true;
     // Nobody else may rely on a check whose failure will not be told.
     std::erase_if(c.checked, [n](const Checked& k) { return k.number == n; });
   }
