@@ -63,7 +63,7 @@ def server(models, tmp_path_factory):
             break
         except (urllib.error.URLError, ConnectionError, OSError):
             if time.time() > deadline:
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)  # the engine processes too
                 pytest.fail("the server did not answer /health within 300 s")
             time.sleep(1)
     yield {"base": base, "proc": proc, "folder": folder, "log": log}
