@@ -20,13 +20,16 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 
 torch_tpu.set_eager_mode(sys.argv[1])
 g = torch.Generator().manual_seed(0)
-a_cpu = torch.randn(1024, 1024, generator=g) / 32
+# The CPU plugin lets 32 launches run at once and blocks the host on the
+# next: what is left when the host has issued everything is those 32
+# launches, not the whole loop. At 2048 they hold more than a second of
+# work (at 1024 about 0.3 s, which a SIGINT 0.2 s later often missed).
+N = 2048
+a_cpu = torch.randn(N, N, generator=g) / 45
 a = a_cpu.to("tpu")
 (a @ a).cpu()  # compiled beforehand: the wait is for running, not compiling
 (torch.tanh(a @ a)).cpu()
-# Several seconds of device work, so that the SIGINT 0.2 s after the host has
-# issued it lands while launches are still running.
-STEPS = 160
+STEPS = 32
 y = a
 for _ in range(STEPS):
     y = torch.tanh(y @ a)
