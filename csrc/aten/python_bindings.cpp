@@ -60,6 +60,7 @@ aten::TpuGenerator* gen(int device) {
 
 namespace torch_tpu::aten {
 void bind_capture(py::module& m);
+void bind_compiled_call(py::module& m);
 void bind_custom_call(py::module& m);
 void bind_memory_history(py::module& m);
 void bind_matmul_precision(py::module& m);
@@ -68,6 +69,7 @@ void bind_matmul_precision(py::module& m);
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native extension";
   aten::bind_capture(m);
+  aten::bind_compiled_call(m);
   aten::bind_custom_call(m);
   aten::bind_memory_history(m);
   aten::bind_matmul_precision(m);

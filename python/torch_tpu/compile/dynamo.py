@@ -238,19 +238,6 @@ def _whole_base(t: torch.Tensor) -> bool:
     return _C._is_whole_base(t)
 
 
-class _Program:
-    __slots__ = ("prog", "outputs", "mutated")
-
-    def __init__(self, prog, outputs, mutated):
-        self.prog = prog
-        # Per graph output: ("out", k, view, bits) -- program result k, or a
-        # view (size, stride, offset) of it; ("in", j, view, bits) -- program
-        # input j itself or a view of it; bits: (conj, neg), the lazy bits to
-        # set again; ("const", v) -- a number, None...
-        self.outputs = outputs
-        self.mutated = mutated    # program-input positions the graph writes to
-
-
 class _NotWholeBase(Exception):
     pass
 
@@ -293,7 +280,11 @@ class CompiledGraph:
         self._boxed_call = True  # in __dict__, so that functools.wraps copies it
         self.gm = gm
         self.kind = kind
-        self.programs: dict[tuple, _Program] = {}
+        # A _C.CompiledCall per input signature (the key of its _C.CallPlan),
+        # and the one that ran last: a call first tries that one, whose plan
+        # checks the new inputs in C++ (csrc/aten/compiled_call.cpp).
+        self.programs: dict = {}
+        self.last = None
         # Inputs that cover their storage but whose storage holds a buffer of
         # another shape (a (3,) gradient viewing a (1, 3) sum): the capture
         # API needs buffers of the tensor's own shape, so they are copied.
@@ -348,13 +339,23 @@ class CompiledGraph:
             return outs
         if self.symbolic and self._note_sizes(args):
             return self._run_bucketed(args)
+        if self.last is not None:
+            outs = self.last(args)  # None: not the last call's signature
+            if outs is not None:
+                _stats["runs"] += 1
+                return outs
         for attempt in range(2):
             try:
                 plan, key = self._plan(args)
                 program = self.programs.get(key)
                 if program is None:
                     program = self._capture(args, plan, key)
-                return self._run(program, args, plan)
+                outs = program(args)
+                if outs is None:  # the plan was made from these inputs
+                    raise _NotWholeBase()
+                self.last = program
+                _stats["runs"] += 1
+                return outs
             except _ReadsItsOwnValue as e:
                 # x[mask] = y[mask] and the like, traced whole by Dynamo: the
                 # op needs a value the graph computes, which a capture only
@@ -405,37 +406,19 @@ class CompiledGraph:
         transpose or reshape of another) passes its base, once however many
         views of it come in, and the view is taken inside the program; any
         other tensor is copied (and written back if the graph mutates it).
-        plan[i]: None (not a tensor), ("in", j), ("view", j) or ("copy", j).
-        The per-input work is _C._capture_plan (C++: it runs for hundreds of
-        inputs per training step); the key is its bytes plus the values of
-        the non-tensor arguments, and the float32 matmul precision."""
-        plan, key, plain = _C._capture_plan(args, self.copy_slots)
-        if plain:
-            key = (key, tuple((type(args[i]), args[i]) for i in plain))
-        # A capture bakes the float32 matmul precision into its program;
-        # Dynamo's guards do not see all of PyTorch's switches for it.
-        return plan, (key, _C._matmul_precision())
-
-    def _inputs(self, args, plan):
-        """The program's inputs, and (graph position, copy) of copied ones."""
-        inputs, copies = [], []
-        for a, how in zip(args, plan):
-            if how is None:
-                continue
-            kind, j = how
-            if j < len(inputs):
-                continue
-            if kind == "in":
-                inputs.append(a)
-            elif kind == "view":
-                inputs.append(a._base)
-            else:
-                c = a.clone(memory_format=torch.contiguous_format)
-                copies.append((len(inputs), a, c))
-                inputs.append(c)
-        return inputs, copies
+        _C.CallPlan does it per input (C++: hundreds of inputs per training
+        step); its key covers those choices, the inputs' signatures and the
+        float32 matmul precision (a capture bakes it into its program, and
+        Dynamo's guards do not see all of PyTorch's switches for it). The
+        values of the non-tensor arguments complete the key."""
+        plan = _C.CallPlan(args, self.copy_slots)
+        plain = plan.plain
+        if not plain:
+            return plan, plan.key
+        return plan, (plan.key, tuple((type(args[i]), args[i]) for i in plain))
 
     def _find_copy_slots(self, args):
+        self.last = None  # its plan passes these inputs as they are
         for i, a in enumerate(args):
             if isinstance(a, torch.Tensor) and i not in self.copy_slots:
                 src = a if _whole_base(a) else a._base
@@ -449,15 +432,14 @@ class CompiledGraph:
                     _C._capture_abort()
 
     def _capture(self, args, plan, key):
-        inputs, _ = self._inputs(args, plan)
+        inputs = plan.inputs(args)
         call_args = list(args)
-        for i, (a, how) in enumerate(zip(args, plan)):
+        for i, (a, how) in enumerate(zip(args, plan.how())):
             if how is not None:
                 kind, j = how
                 t = inputs[j]
                 call_args[i] = t if kind != "view" else t.as_strided(a.size(), a.stride(),
                                                                      a.storage_offset())
-        versions = [t._version for t in inputs]
         device = inputs[0].device.index if inputs else torch.tpu.current_device()
         try:
             _C._capture_begin(device, inputs)
@@ -513,41 +495,15 @@ class CompiledGraph:
                 raise NotImplementedError(
                     f"torch.compile(backend='tpu'): capturing a {self.kind} graph failed: {e}") from e
             raise
-        prog = _C._capture_end(tensors)
-        mutated = [j for j, t in enumerate(inputs) if t._version != versions[j]]
-        program = _Program(prog, layout, mutated)
+        # Per graph output: ("out", k, view, bits) -- program result k, or a
+        # view (size, stride, offset) of it; ("in", j, view, bits) -- program
+        # input j itself or a view of it; bits: (conj, neg), the lazy bits to
+        # set again; ("const", v) -- a number, None...
+        program = _C.CompiledCall(_C._capture_end(tensors), plan, layout)
         with _lock:
             _stats["captures"] += 1
         self.programs[key] = program
         return program
-
-    def _run(self, program: _Program, args, plan):
-        inputs, copies = self._inputs(args, plan)
-        try:
-            results = program.prog.run(inputs)
-        except ValueError as e:
-            if "whole storage" in str(e):
-                raise _NotWholeBase() from None
-            raise
-        for j, orig, c in copies:
-            if j in program.mutated:
-                orig.copy_(c)
-        args.clear()
-        _stats["runs"] += 1
-        outs = []
-        for slot in program.outputs:
-            if slot[0] == "const":
-                outs.append(slot[1])
-                continue
-            kind, k, view, (conj, neg) = slot
-            t = results[k] if kind == "out" else inputs[k]
-            t = t if view is None else t.as_strided(*view)
-            if conj:
-                t = t.conj()
-            if neg:
-                t = torch._neg_view(t)
-            outs.append(t)
-        return outs
 
 
 # ---------------------------------------------------------------- recompilation storms
