@@ -4,9 +4,11 @@
 // A graph's inputs (AOTAutograd's flat list: parameters, activations saved
 // for the backward, user inputs, plain numbers) reach the program as whole
 // contiguous buffers. A tensor that is one passes as it is ("in"); a view of
-// one passes its base, once however many views of it come in, and the view
-// is taken inside the program ("view"); any other tensor is copied ("copy")
-// and, if the graph writes it, the copy's new value is copied back. A
+// part of a storage (a view, or a saved activation AOTAutograd detached from
+// its base) passes the storage's buffer, once however many tensors over it
+// come in, and the view is taken inside the program ("view"); a tensor whose
+// storage holds a buffer of another dtype is copied ("copy") and, if the
+// graph writes it, the copy's new value is copied back. A
 // CallPlan records per input that choice, the program input it feeds and
 // everything the program was specialized on: dtype, geometry, the shape of
 // the buffer behind it, the values of plain numbers, the float32 matmul
@@ -126,26 +128,37 @@ const char* how_name(How h) {
   return "plain";
 }
 
+// Whether the buffer `a`'s storage holds can be a program input that `a` is
+// a view of: a buffer of `a`'s dtype (not a reinterpreting view).
+bool storage_buffer_fits(const at::Tensor& a) {
+  const runtime::Storage* s = storage_of(a);
+  return s->nbytes > 0 && s->nbytes % static_cast<int64_t>(a.element_size()) == 0 &&
+         s->base->type().dtype == to_hlo(a.scalar_type());
+}
+
 // How tensor input `a` reaches the program.
 How how_of(const at::Tensor& a, bool copy_slot) {
   if (copy_slot) return How::Copy;
   if (is_whole_base(a)) return How::In;
-  if (a.is_view()) {
-    const at::TensorBase& base = a._base();
-    if (base.device() == a.device() && is_whole_base(base)) return How::View;
-  }
+  if (storage_buffer_fits(a)) return How::View;
   return How::Copy;
 }
 
-// The tensor whose buffer input `a` passes (not for copies): `a` or its base.
-const c10::TensorImpl* source_of(const at::Tensor& a, How how) {
-  return how == How::View ? a._base().unsafeGetTensorImpl() : a.unsafeGetTensorImpl();
-}
+// What program inputs are keyed by: tensors over one storage share its buffer.
+const c10::StorageImpl* source_of(const at::Tensor& a) { return a.storage().unsafeGetStorageImpl(); }
 
-// The buffer behind that tensor: programs take buffers, whose shapes may
-// differ from the tensors' ((3,) over (1, 3)).
-const std::shared_ptr<runtime::DeviceBuffer>& source_buffer(const at::Tensor& a, How how) {
-  return storage_of(how == How::View ? at::Tensor(a._base()) : a)->base;
+// The buffer behind it: programs take buffers, whose shapes may differ from
+// the tensors' ((3,) over (1, 3)).
+const std::shared_ptr<runtime::DeviceBuffer>& source_buffer(const at::Tensor& a) { return storage_of(a)->base; }
+
+// The program input a View input passes: its base when that is the whole
+// storage, else (a saved activation AOTAutograd detached from its base) a
+// flat tensor over the whole storage. Either way the view is taken inside
+// the program, never copied.
+at::Tensor whole_storage(const at::Tensor& a) {
+  if (a.is_view() && is_whole_base(a._base())) return at::Tensor(a._base());
+  int64_t n = storage_of(a)->nbytes / static_cast<int64_t>(a.element_size());
+  return a.as_strided({n}, {1}, 0);
 }
 
 std::vector<int64_t> buffer_shape(const runtime::DeviceBuffer& b) {
@@ -201,7 +214,7 @@ class CallPlan {
 
  private:
   void plan_tensor(size_t i, PyObject* obj, ArgPlan& e,
-                   std::unordered_map<const c10::TensorImpl*, int64_t>& slot_of);
+                   std::unordered_map<const c10::StorageImpl*, int64_t>& slot_of);
 
   std::vector<ArgPlan> args_;
   std::vector<py::object> plain_;  // the plain inputs' values, in order
@@ -217,7 +230,7 @@ CallPlan::CallPlan(const py::list& args, const std::set<int64_t>& copy_slots)
   // A capture bakes the float32 matmul precision into its program; Dynamo's
   // guards do not see all of PyTorch's switches for it.
   append_int(key_, static_cast<int64_t>(precision_), ';');
-  std::unordered_map<const c10::TensorImpl*, int64_t> slot_of;
+  std::unordered_map<const c10::StorageImpl*, int64_t> slot_of;
   for (size_t i = 0; i < args.size(); ++i) {
     PyObject* obj = PyList_GET_ITEM(args.ptr(), i);
     if (!THPVariable_Check(obj)) {
@@ -230,7 +243,7 @@ CallPlan::CallPlan(const py::list& args, const std::set<int64_t>& copy_slots)
 }
 
 void CallPlan::plan_tensor(size_t i, PyObject* obj, ArgPlan& e,
-                           std::unordered_map<const c10::TensorImpl*, int64_t>& slot_of) {
+                           std::unordered_map<const c10::StorageImpl*, int64_t>& slot_of) {
   const at::Tensor& a = THPVariable_Unpack(obj);
   if (a.device().type() != c10::DeviceType::PrivateUse1)
     throw std::runtime_error("torch.compile(backend='tpu'): graph input " + std::to_string(i) +
@@ -239,10 +252,10 @@ void CallPlan::plan_tensor(size_t i, PyObject* obj, ArgPlan& e,
   if (e.how == How::Copy) {
     e.slot = slots_++;
   } else {
-    auto [it, fresh] = slot_of.emplace(source_of(a, e.how), slots_);
+    auto [it, fresh] = slot_of.emplace(source_of(a), slots_);
     if (fresh) ++slots_;
     e.slot = it->second;
-    e.buffer_shape = buffer_shape(*source_buffer(a, e.how));
+    e.buffer_shape = buffer_shape(*source_buffer(a));
   }
   e.dtype = a.scalar_type();
   e.sizes = a.sizes().vec();
@@ -260,9 +273,9 @@ void CallPlan::plan_tensor(size_t i, PyObject* obj, ArgPlan& e,
 
 bool CallPlan::match(const py::list& args) const {
   if (args.size() != args_.size() || matmul_precision() != precision_) return false;
-  // The tensor feeding each program input: one tensor per input, and (below)
-  // no tensor feeding two, as the plan would have given it one input.
-  std::vector<const c10::TensorImpl*> src_of(slots_, nullptr);
+  // The storage feeding each program input: one storage per input, and
+  // (below) no storage feeding two, as the plan would have given it one.
+  std::vector<const c10::StorageImpl*> src_of(slots_, nullptr);
   size_t p = 0;
   for (size_t i = 0; i < args_.size(); ++i) {
     const ArgPlan& e = args_[i];
@@ -278,11 +291,11 @@ bool CallPlan::match(const py::list& args) const {
         !a.strides().equals(e.strides) || a.storage_offset() != e.offset)
       return false;
     if (e.how == How::Copy) continue;
-    const c10::TensorImpl* src = source_of(a, e.how);
-    const c10::TensorImpl*& seen = src_of[e.slot];
+    const c10::StorageImpl* src = source_of(a);
+    const c10::StorageImpl*& seen = src_of[e.slot];
     if (seen != nullptr && seen != src) return false;
     if (seen == nullptr) {
-      if (!same_buffer_shape(*source_buffer(a, e.how), e.buffer_shape)) return false;
+      if (!same_buffer_shape(*source_buffer(a), e.buffer_shape)) return false;
       seen = src;
     }
   }
@@ -301,7 +314,7 @@ std::vector<at::Tensor> CallPlan::inputs(const py::list& args,
     if (e.how == How::In) {
       inputs[e.slot] = a;
     } else if (e.how == How::View) {
-      inputs[e.slot] = at::Tensor(a._base());
+      inputs[e.slot] = whole_storage(a);
     } else {
       inputs[e.slot] = a.clone(at::MemoryFormat::Contiguous);
       if (copies) copies->emplace_back(e.slot, a);

@@ -402,10 +402,12 @@ class CompiledGraph:
         """How each graph input reaches the program, and the cache key.
 
         The program's inputs are whole contiguous buffers. A tensor that is
-        one is passed as is; a view of one (a saved activation that is a
-        transpose or reshape of another) passes its base, once however many
-        views of it come in, and the view is taken inside the program; any
-        other tensor is copied (and written back if the graph mutates it).
+        one is passed as is; a tensor over part of a storage (a transpose or
+        a slice of another; a saved activation AOTAutograd detached from its
+        base) passes the storage's buffer, once however many tensors over it
+        come in, and the view is taken inside the program; a tensor whose
+        storage holds a buffer of another dtype is copied (and written back
+        if the graph mutates it).
         _C.CallPlan does it per input (C++: hundreds of inputs per training
         step); its key covers those choices, the inputs' signatures and the
         float32 matmul precision (a capture bakes it into its program, and
@@ -418,18 +420,21 @@ class CompiledGraph:
         return plan, (plan.key, tuple((type(args[i]), args[i]) for i in plain))
 
     def _find_copy_slots(self, args):
+        """The inputs whose buffers the capture API refuses (rare: a buffer of
+        another shape than the storage's) are copied from now on."""
         self.last = None  # its plan passes these inputs as they are
-        for i, a in enumerate(args):
-            if isinstance(a, torch.Tensor) and i not in self.copy_slots:
-                src = a if _whole_base(a) else a._base
-                if src is None:
-                    continue
-                try:
-                    _C._capture_begin(src.device.index, [src])
-                except ValueError:
-                    self.copy_slots.add(i)
-                else:
-                    _C._capture_abort()
+        plan = _C.CallPlan(args, self.copy_slots)
+        inputs = plan.inputs(args)
+        for i, how in enumerate(plan.how()):
+            if how is None or how[0] == "copy":
+                continue
+            src = inputs[how[1]]
+            try:
+                _C._capture_begin(src.device.index, [src])
+            except ValueError:
+                self.copy_slots.add(i)
+            else:
+                _C._capture_abort()
 
     def _capture(self, args, plan, key):
         inputs = plan.inputs(args)
