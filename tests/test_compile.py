@@ -368,6 +368,71 @@ def test_mutation_through_a_view_input():
     close(dbase, base)
 
 
+def ops_recorded():
+    return torch_tpu.metrics().get("ops_recorded", 0)
+
+
+def test_detached_views_pass_their_storage_without_a_copy():
+    # AOTAutograd detaches the activations it saves: a slice of a bigger
+    # result comes to the backward without _base. Its storage's buffer is the
+    # program input (shared by the slices of one storage); nothing is copied.
+    def f(q, k, v):
+        return (q @ k.t()).softmax(-1) @ v
+
+    qkv = torch.randn(6, 12)
+    dqkv = qkv.to("tpu")
+    compiled = torch.compile(f, backend="tpu")
+    views = [dqkv[:, i:i + 4].detach() for i in (0, 4, 8)]
+    assert all(t._base is None and not t.is_contiguous() for t in views)
+    close(compiled(*views), f(*qkv.split(4, 1)), "aten::mm")
+    before = ops_recorded()
+    out = compiled(*[dqkv[:, i:i + 4].detach() for i in (0, 4, 8)])
+    assert ops_recorded() == before  # no eager copy of an input
+    close(out, f(*qkv.split(4, 1)), "aten::mm")
+
+
+def test_mutation_through_a_detached_view_reaches_its_storage():
+    def f(v):
+        v.mul_(3)
+        return v.sum()
+
+    base = torch.arange(12.0).reshape(3, 4)
+    dbase = base.to("tpu")
+    compiled = torch.compile(f, backend="tpu")
+    for _ in range(2):
+        out = compiled(dbase[:, 1].detach())
+        close(out, f(base[:, 1]))
+        close(dbase, base)
+
+
+def test_calls_alternating_between_signatures_reuse_their_programs():
+    # A call first tries the program of the last call; other signatures
+    # (shapes, numbers, the matmul precision) find theirs by key.
+    def f(x, n):
+        return x @ x.t() * n
+
+    compiled = torch.compile(f, backend="tpu", dynamic=False)
+    a, b = torch.randn(3, 5), torch.randn(4, 5)
+    da, db = a.to("tpu"), b.to("tpu")
+    for _ in range(2):
+        for x, dx in ((a, da), (b, db), (a, da)):
+            for n in (2, 3):
+                close(compiled(dx, n), f(x, n), "aten::mm")
+    start = captures()
+    for x, dx in ((a, da), (b, db)):
+        close(compiled(dx, 2), f(x, 2), "aten::mm")
+    assert captures() == start
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        close(compiled(da, 2), f(a, 2), "aten::mm")
+        assert captures() == start + 1
+    finally:
+        torch.set_float32_matmul_precision(old)
+    close(compiled(da, 2), f(a, 2), "aten::mm")
+    assert captures() == start + 1
+
+
 def test_outputs_aliasing_inputs_and_views():
     def f(x):
         y = x + 1
