@@ -18,12 +18,11 @@ JSON (--json, default benchmarks/results/host_overhead.json).
     python3 benchmarks/host_overhead.py [--rounds 5] [--ops 1000] [--calls 300]
 """
 import argparse
-import functools
 import json
-import operator
 import os
 import statistics
 import time
+import types
 
 import torch
 
@@ -66,7 +65,17 @@ class _nothing:
 
 
 def summed(*xs):
-    return functools.reduce(operator.add, xs)
+    return sum(xs)  # 0 + x0 + ...: an op even for one input, so every N has a graph
+
+
+def compiled_summed(n):
+    """torch.compile of a copy of `summed` with a code object of its own:
+    Dynamo keeps its cache on the code object, and a code object that once
+    gave no graph (or ran past the recompile limit) runs eagerly from then on
+    for every function sharing it -- the N-input calls would time eager ops."""
+    code = summed.__code__.replace(co_name=f"summed_{n}")
+    fn = types.FunctionType(code, summed.__globals__, f"summed_{n}")
+    return torch.compile(fn, backend="tpu", dynamic=False)
 
 
 def compiled_call_cost(fn, n_inputs, calls):
@@ -74,6 +83,7 @@ def compiled_call_cost(fn, n_inputs, calls):
     for _ in range(3):  # compile and warm
         out = fn(*xs)
     torch.tpu.synchronize()
+    runs = torch_tpu.dynamo.compile_stats()["runs"]
     start = time.perf_counter()
     for _ in range(calls):
         out = fn(*xs)
@@ -81,6 +91,8 @@ def compiled_call_cost(fn, n_inputs, calls):
     took = (time.perf_counter() - start) / calls * 1e6
     want = torch.full((SIZE,), float(sum(range(n_inputs))))
     assert torch.allclose(out.cpu(), want), "wrong result"
+    ran = torch_tpu.dynamo.compile_stats()["runs"] - runs
+    assert ran == calls, f"{calls} calls ran {ran} compiled programs"
     return took
 
 
@@ -109,8 +121,7 @@ def main():
                                                   "results", "host_overhead.json"))
     a = p.parse_args()
 
-    compiled = {n: torch.compile(summed, backend="tpu", dynamic=False)
-                for n in INPUT_COUNTS}
+    compiled = {n: compiled_summed(n) for n in INPUT_COUNTS}
     try:
         import jax
         jax.config.update("jax_platforms", "cpu")
