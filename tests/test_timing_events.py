@@ -71,6 +71,10 @@ def test_under_compile(tpu):
     fn = torch.compile(lambda a: (a @ a).relu(), backend="tpu")
     x = torch.randn(64, 64).to(tpu)
     fn(x)
+    # The first call's launch finished: otherwise the second call's stamp can
+    # end both (stamps stay in launch order, device_timeline.h) and a and b
+    # read the same time.
+    torch.tpu.synchronize()
     a, b = torch.Event("tpu", enable_timing=True), torch.Event("tpu", enable_timing=True)
     a.record()
     y = fn(x)
