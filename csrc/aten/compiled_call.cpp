@@ -17,7 +17,7 @@
 // without building a key (CallPlan::match) and, when they fit, collects the
 // buffers, launches, writes mutated inputs back and builds the outputs in
 // this one C++ call: the work is per input, hundreds of them per training
-// step, and in Python it cost several microseconds each. Inputs that do not
+// step, and in Python it cost over a microsecond each. Inputs that do not
 // fit (another signature, an input that is no longer a whole buffer) make the
 // call answer None, and dynamo.py plans, looks up or captures again.
 #include "aten/compiled_call.h"
