@@ -6,6 +6,15 @@ runner keeps that and moves what is computed to `tpu`: the model's weights (vLLM
 builds the model on the platform's device), the KV cache, the forward pass and
 the logits. Sampling runs on the logits copied back to the host, through vLLM's
 own sampler (greedy, temperature, top-k/top-p, seeds, logprobs).
+
+A step's device work is one fused program whose shapes depend on the padded
+token count and the padded key length alone (buckets.py): the sampled rows are
+padded to a count fixed by the token bucket, and zeroing fresh cache blocks is
+a program of its own, so neither adds a size. That set is enumerable from the
+limits, and the warm-up (`TpuModelRunner.warm_up`) runs each program once at
+start-up with the same code path as a real step, so that serving compiles
+nothing new; the programs land in torch_tpu's persistent cache, so the next
+start loads them instead of compiling.
 """
 import contextlib
 import dataclasses
@@ -13,6 +22,7 @@ import time
 
 import torch
 import torch_tpu
+from vllm.forward_context import set_forward_context
 from vllm.logger import init_logger
 from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
@@ -22,10 +32,11 @@ from vllm.v1.worker.utils import bind_kv_cache
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from . import memory
-from .attention import TpuPagedAttentionBackend
-from .buckets import bucket
+from .attention import TpuPagedAttentionBackend, warmup_metadata
+from .buckets import all_buckets, bucket, query_layout, step_buckets, token_bucket
 
-logger = init_logger(__name__)
+# Under vLLM's logger, so that its level and format apply.
+logger = init_logger(f"vllm.{__name__}")
 
 
 def _device() -> torch.device:
@@ -36,6 +47,7 @@ class TpuModelRunner(CPUModelRunner):
     def __init__(self, vllm_config, device):
         super().__init__(vllm_config, device)   # host buffers: `device` is the CPU
         self.tpu = _device()
+        self._sampled_rows = None   # rows of this step's logits that are real
 
     def load_model(self, load_dummy_weights: bool = False) -> None:
         super().load_model(load_dummy_weights)
@@ -44,9 +56,12 @@ class TpuModelRunner(CPUModelRunner):
             raise RuntimeError(f"vLLM on tpu: the model's weights were placed on {sorted(where)}")
         compute_logits = self.model.compute_logits
 
-        # The sampler works on the host tensors the runner prepared.
+        # The sampler works on the host tensors the runner prepared; the rows
+        # past the step's sequences were padding (_prepare_inputs).
         def logits_on_host(hidden_states):
-            return compute_logits(hidden_states.to(self.tpu)).cpu()
+            logits = compute_logits(hidden_states.to(self.tpu)).cpu()
+            rows, self._sampled_rows = self._sampled_rows, None
+            return logits if rows is None else logits[:rows]
 
         self.model.compute_logits = logits_on_host
 
@@ -72,8 +87,30 @@ class TpuModelRunner(CPUModelRunner):
     def _determine_batch_execution_and_padding(self, num_tokens, *args, **kwargs):
         mode, desc, should_ubatch, across_dp, stats = super()._determine_batch_execution_and_padding(
             num_tokens, *args, **kwargs)
-        padded = bucket(desc.num_tokens, 16, self.max_num_tokens)
+        padded = token_bucket(desc.num_tokens, self.max_num_tokens)
         return mode, dataclasses.replace(desc, num_tokens=padded), should_ubatch, across_dp, stats
+
+    def _sample_row_count(self, t_pad: int) -> int:
+        # Every sequence has a token in the step, so min(T, max_num_seqs) rows
+        # hold any batch of this token bucket.
+        return min(t_pad, self.scheduler_config.max_num_seqs)
+
+    def _padded_logits_indices(self, indices: torch.Tensor, t_pad: int) -> torch.Tensor:
+        padded = torch.zeros(self._sample_row_count(t_pad), dtype=indices.dtype)
+        padded[: len(indices)] = indices
+        return padded
+
+    def _prepare_inputs(self, scheduler_output, *args, **kwargs):
+        # The hidden states of the sampled tokens are gathered on the device,
+        # inside the step's program: their count is padded so that it does
+        # not add a size to the program, and trimmed again on the host.
+        logits_indices, spec_decode_metadata, *rest = super()._prepare_inputs(
+            scheduler_output, *args, **kwargs)
+        if spec_decode_metadata is not None:
+            raise NotImplementedError("vLLM on tpu: speculative decoding is not supported")
+        t_pad = token_bucket(scheduler_output.total_num_scheduled_tokens, self.max_num_tokens)
+        self._sampled_rows = len(logits_indices)
+        return (self._padded_logits_indices(logits_indices, t_pad), spec_decode_metadata, *rest)
 
     def initialize_kv_cache_tensors(self, kv_cache_config, kernel_block_sizes,
                                     kv_cache_allocation_context=None):
@@ -97,17 +134,85 @@ class TpuModelRunner(CPUModelRunner):
                       kv_cache_groups=kv_cache_config.kv_cache_groups)
         return kv_caches
 
+    def _zero_block_cap(self) -> int:
+        # Blocks a step can newly fill: its tokens' worth, plus a partly
+        # filled block per sequence.
+        return (self.max_num_tokens // self.cache_config.block_size
+                + self.scheduler_config.max_num_seqs + 1)
+
     def _zero_block_ids(self, block_ids: list[int]) -> None:
-        if not block_ids:
-            return
+        cap = bucket(self._zero_block_cap(), 8, 1 << 62)
+        for start in range(0, len(block_ids), cap):
+            self._zero_blocks(block_ids[start:start + cap], cap)
+        # A program of its own, not a part of the step's: otherwise each
+        # count bucket, or its absence, would be another step program. Its
+        # index checks leave a check state on the device that the next program
+        # would take as one more input (docs/faults_and_errors.md); reading it
+        # now keeps the step's program the one the warm-up compiled.
+        torch_tpu.flush("zero_blocks")
+        torch.tpu.synchronize()
+
+    def _zero_blocks(self, block_ids: list[int], cap: int) -> None:
         # Padded with the null block 0 to a bucketed count: one program per bucket.
-        ids = torch.zeros(bucket(len(block_ids), 8, max(8, len(block_ids))), dtype=torch.long)
+        ids = torch.zeros(bucket(len(block_ids), 8, cap), dtype=torch.long)
         ids[:len(block_ids)] = torch.tensor(block_ids, dtype=torch.long)
+        block_size = self.cache_config.block_size
+        slots = (ids[:, None] * block_size + torch.arange(block_size)).reshape(-1).to(self.tpu)
         for kv in {id(kv): kv for kv in self.kv_caches}.values():
-            block_size = self.cache_config.block_size
-            slots = (ids[:, None] * block_size + torch.arange(block_size)).reshape(-1).to(self.tpu)
             zeros = torch.zeros((2, slots.shape[0], *kv.shape[2:]), dtype=kv.dtype, device=self.tpu)
             TpuPagedAttentionBackend.write_slots(kv, slots, zeros)
+
+    def warmup_programs(self) -> list[tuple]:
+        """Every program serving can run: each (token bucket, key-block
+        bucket) step, and each count bucket of zeroing fresh blocks."""
+        block_size = self.cache_config.block_size
+        max_blocks = -(-self.model_config.max_model_len // block_size)
+        steps = step_buckets(self.max_num_tokens, self.scheduler_config.max_num_seqs,
+                             max_blocks, block_size)
+        zeros = all_buckets(8, bucket(self._zero_block_cap(), 8, 1 << 62))
+        return [("step", t, b) for t, b in steps] + [("zero", n) for n in zeros]
+
+    def warm_up(self) -> None:
+        """Runs every program of warmup_programs() once, with a progress line."""
+        programs = self.warmup_programs()
+        start = time.perf_counter()
+        torch.tpu.synchronize()   # no check state left over from loading (see _zero_block_ids)
+        before = torch_tpu.metrics()
+        for i, program in enumerate(programs, 1):
+            if program[0] == "step":
+                self._warm_step(*program[1:])
+            else:
+                with torch_tpu.eager_mode("defer_and_fuse"):   # as inside execute_model
+                    self._zero_block_ids([0] * program[1])   # the null block, read only under the mask
+            logger.info("torch_tpu: warming up %d/%d programs (%.1f s)", i, len(programs),
+                        time.perf_counter() - start)
+        after = torch_tpu.metrics()
+        logger.info("torch_tpu: warm-up ran %d programs in %.1f s: %d compiled, %d from the "
+                    "persistent cache", len(programs), time.perf_counter() - start,
+                    after["graphs_compiled"] - before["graphs_compiled"],
+                    after["disk_cache_hits"] - before["disk_cache_hits"])
+
+    def _warm_step(self, t_pad: int, blocks: int) -> None:
+        """A step of `t_pad` tokens and `blocks` key blocks, through the calls a
+        real step makes (execute_model), on masked-out dummy inputs."""
+        rows, chunk = query_layout(t_pad, self.scheduler_config.max_num_seqs)
+        attn, slot_mapping = {}, {}
+        for groups in self.attn_groups:   # one metadata per group, built in order, as vLLM does
+            for group in groups:
+                block_size = group.kv_cache_spec.block_size
+                meta = warmup_metadata(t_pad, rows, chunk, blocks, block_size)
+                for name in group.layer_names:
+                    attn[name] = meta
+                    slot_mapping[name] = torch.zeros(t_pad, dtype=torch.long)
+        with torch_tpu.eager_mode("defer_and_fuse"):
+            with set_forward_context(attn, self.vllm_config, num_tokens=t_pad,
+                                     slot_mapping=slot_mapping):
+                hidden = self._model_forward(input_ids=self.input_ids.gpu[:t_pad],
+                                             positions=self.positions[:t_pad])
+            self._sampled_rows = None
+            indices = self._padded_logits_indices(
+                torch.zeros(1, dtype=self.query_start_loc.gpu.dtype), t_pad)
+            self.model.compute_logits(hidden[indices])
 
 
 class TpuWorker(CPUWorker):
@@ -135,5 +240,6 @@ class TpuWorker(CPUWorker):
 
     def compile_or_warm_up_model(self) -> CompilationTimes:
         start = time.perf_counter()
+        self.model_runner.warm_up()
         set_random_seed(self.model_config.seed)
         return CompilationTimes(language_model=time.perf_counter() - start, encoder=0.0)
