@@ -106,8 +106,8 @@ class TpuModelRunner(CPUModelRunner):
         # not add a size to the program, and trimmed again on the host.
         logits_indices, spec_decode_metadata, *rest = super()._prepare_inputs(
             scheduler_output, *args, **kwargs)
-        if spec_decode_metadata is not None:
-            raise NotImplementedError("vLLM on tpu: speculative decoding is not supported")
+        if spec_decode_metadata is not None:   # not tried: its indices stay as vLLM made them
+            return (logits_indices, spec_decode_metadata, *rest)
         t_pad = token_bucket(scheduler_output.total_num_scheduled_tokens, self.max_num_tokens)
         self._sampled_rows = len(logits_indices)
         return (self._padded_logits_indices(logits_indices, t_pad), spec_decode_metadata, *rest)
