@@ -172,6 +172,9 @@ class TpuModelRunner(CPUModelRunner):
         zeros = all_buckets(8, bucket(self._zero_block_cap(), 8, 1 << 62))
         return [("step", t, b) for t, b in steps] + [("zero", n) for n in zeros]
 
+    # As execute_model: otherwise a parameter that requires grad keeps
+    # intermediates alive for autograd, and the fused program returns them.
+    @torch.inference_mode()
     def warm_up(self) -> None:
         """Runs every program of warmup_programs() once, with a progress line."""
         programs = self.warmup_programs()
@@ -180,6 +183,10 @@ class TpuModelRunner(CPUModelRunner):
         before = torch_tpu.metrics()
         for i, program in enumerate(programs, 1):
             if program[0] == "step":
+                # Twice: on Gemma-2, a step's first run in a process returned
+                # one more live value than the runs after it, so its fused
+                # program was not the one serving runs; the second run is.
+                self._warm_step(*program[1:])
                 self._warm_step(*program[1:])
             else:
                 with torch_tpu.eager_mode("defer_and_fuse"):   # as inside execute_model
