@@ -23,9 +23,9 @@ all (worker.py). Prefill, decode and mixed batches are the same computation.
 Every op is one torch_tpu lowers to StableHLO.
 
 The largest intermediates, per layer: the gathered keys and values,
-[2, R, L, kv_heads, head_size] with R < 2 * max_num_seqs rows and L the key
+[2, R, L, kv_heads, head_size] with R <= 2 * max_num_seqs rows and L the key
 bucket (at most max_model_len), and the float32 scores [R, heads, C, L] with
-R * C < 3 * T query slots.
+R * C about 3 * T query slots at most.
 
 Block 0 is vLLM's null block (never handed to a request): padded tokens write
 there and padded block-table entries read from there, under the mask.

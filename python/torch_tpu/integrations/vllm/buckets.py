@@ -49,8 +49,8 @@ def query_layout(t_pad: int, max_seqs: int) -> tuple[int, int]:
     chunk a row that attends to its own sequence's keys. A batch of n <=
     min(max_seqs, T) sequences needs sum(ceil(q_i / chunk)) < T / chunk + n
     rows, so `rows` depends on T alone. Up to max_seqs tokens (decode) a row
-    is one token; past that the chunk grows with T so that rows stay under
-    2 * max_seqs and rows * chunk (the query slots) under 3 * T.
+    is one token; past that the chunk grows with T so that rows stay at most
+    2 * max_seqs and rows * chunk (the query slots) about 3 * T at most.
     """
     if t_pad <= max_seqs:
         return t_pad, 1

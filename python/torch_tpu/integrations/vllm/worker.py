@@ -11,8 +11,8 @@ A step's device work is one fused program whose shapes depend on the padded
 token count and the padded key length alone (buckets.py): the sampled rows are
 padded to a count fixed by the token bucket, and zeroing fresh cache blocks is
 a program of its own, so neither adds a size. That set is enumerable from the
-limits, and the warm-up (`TpuModelRunner.warm_up`) runs each program once at
-start-up with the same code path as a real step, so that serving compiles
+limits, and the warm-up (`TpuModelRunner.warm_up`) runs each program at
+start-up through the calls a real step makes, so that serving compiles
 nothing new; the programs land in torch_tpu's persistent cache, so the next
 start loads them instead of compiling.
 """
@@ -176,7 +176,7 @@ class TpuModelRunner(CPUModelRunner):
     # intermediates alive for autograd, and the fused program returns them.
     @torch.inference_mode()
     def warm_up(self) -> None:
-        """Runs every program of warmup_programs() once, with a progress line."""
+        """Runs every program of warmup_programs(), with a progress line."""
         programs = self.warmup_programs()
         start = time.perf_counter()
         torch.tpu.synchronize()   # no check state left over from loading (see _zero_block_ids)
