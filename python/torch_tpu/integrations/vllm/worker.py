@@ -172,8 +172,8 @@ class TpuModelRunner(CPUModelRunner):
         zeros = all_buckets(8, bucket(self._zero_block_cap(), 8, 1 << 62))
         return [("step", t, b) for t, b in steps] + [("zero", n) for n in zeros]
 
-    # As execute_model: otherwise a parameter that requires grad keeps
-    # intermediates alive for autograd, and the fused program returns them.
+    # As execute_model: outside it, Gemma-2's step kept intermediates alive
+    # (for autograd), and its fused program returned them.
     @torch.inference_mode()
     def warm_up(self) -> None:
         """Runs every program of warmup_programs(), with a progress line."""
