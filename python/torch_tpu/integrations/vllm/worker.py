@@ -9,9 +9,9 @@ own sampler (greedy, temperature, top-k/top-p, seeds, logprobs).
 
 A step's device work is one fused program whose shapes depend on the padded
 token count and the padded key length alone (buckets.py): the sampled rows are
-padded to a count fixed by the token bucket, and zeroing fresh cache blocks is
-a program of its own, so neither adds a size. That set is enumerable from the
-limits, and the warm-up (`TpuModelRunner.warm_up`) runs each program at
+padded to a count fixed by the token bucket, and so are the freshly allocated
+cache blocks the step zeroes first, so neither adds a size. That set is
+enumerable from the limits, and the warm-up (`TpuModelRunner.warm_up`) runs each program at
 start-up through the calls a real step makes, so that serving compiles
 nothing new; the programs land in torch_tpu's persistent cache, so the next
 start loads them instead of compiling.
@@ -33,7 +33,7 @@ from vllm.v1.worker.worker_base import CompilationTimes
 
 from . import memory
 from .attention import TpuPagedAttentionBackend, warmup_metadata
-from .buckets import all_buckets, bucket, query_layout, step_buckets, token_bucket
+from .buckets import query_layout, step_buckets, token_bucket
 
 # Under vLLM's logger, so that its level and format apply.
 logger = init_logger(f"vllm.{__name__}")
@@ -48,6 +48,7 @@ class TpuModelRunner(CPUModelRunner):
         super().__init__(vllm_config, device)   # host buffers: `device` is the CPU
         self.tpu = _device()
         self._sampled_rows = None   # rows of this step's logits that are real
+        self._fresh_blocks = []     # blocks to zero in the next step's program
 
     def load_model(self, load_dummy_weights: bool = False) -> None:
         super().load_model(load_dummy_weights)
@@ -81,6 +82,9 @@ class TpuModelRunner(CPUModelRunner):
                 "vLLM on tpu: pipeline parallelism and multimodal inputs are not supported "
                 f"(got {sorted(model_kwargs) or 'intermediate tensors'})")
         to = (lambda x: None if x is None else x.to(self.tpu))
+        if self.kv_caches:   # none while vLLM profiles
+            tokens = input_ids if input_ids is not None else inputs_embeds
+            self._zero_fresh_blocks(tokens.shape[0])
         return self.model(input_ids=to(input_ids), positions=to(positions),
                           intermediate_tensors=None, inputs_embeds=to(inputs_embeds))
 
@@ -134,43 +138,46 @@ class TpuModelRunner(CPUModelRunner):
                       kv_cache_groups=kv_cache_config.kv_cache_groups)
         return kv_caches
 
-    def _zero_block_cap(self) -> int:
-        # Blocks a step can newly fill: its tokens' worth, plus a partly
-        # filled block per sequence.
-        return (self.max_num_tokens // self.cache_config.block_size
-                + self.scheduler_config.max_num_seqs + 1)
-
     def _zero_block_ids(self, block_ids: list[int]) -> None:
-        cap = bucket(self._zero_block_cap(), 8, 1 << 62)
-        for start in range(0, len(block_ids), cap):
-            self._zero_blocks(block_ids[start:start + cap], cap)
-        # A program of its own, not a part of the step's: otherwise each
-        # count bucket, or its absence, would be another step program. Its
-        # index checks leave a check state on the device that the next program
-        # would take as one more input (docs/faults_and_errors.md); reading it
-        # now keeps the step's program the one the warm-up compiled.
-        torch_tpu.flush("zero_blocks")
-        torch.tpu.synchronize()
+        # Zeroed inside the next step's program (_model_forward), at a count
+        # fixed by its token bucket: no program of its own, no variant of the
+        # step's program, nothing to synchronize.
+        self._fresh_blocks.extend(block_ids)
 
-    def _zero_blocks(self, block_ids: list[int], cap: int) -> None:
-        # Padded with the null block 0 to a bucketed count: one program per bucket.
-        ids = torch.zeros(bucket(len(block_ids), 8, cap), dtype=torch.long)
-        ids[:len(block_ids)] = torch.tensor(block_ids, dtype=torch.long)
+    def _zero_block_count(self, t_pad: int) -> int:
+        # Blocks a step of t_pad tokens can newly fill: its tokens' worth, plus
+        # a partly filled block per sequence.
+        return (t_pad // self.cache_config.block_size
+                + min(t_pad, self.scheduler_config.max_num_seqs) + 1)
+
+    def _zero_fresh_blocks(self, t_pad: int) -> None:
+        count = self._zero_block_count(t_pad)
+        ids, self._fresh_blocks = self._fresh_blocks, []
+        if len(ids) > count:
+            # Not expected; a program of its own, whose device index-check
+            # state is read at once so that the step's program takes none
+            # as an input (it would then differ from the warm-up's).
+            self._write_zeros(ids[count:])
+            torch_tpu.flush("zero_blocks")
+            torch.tpu.synchronize()
+            ids = ids[:count]
+        self._write_zeros(ids + [0] * (count - len(ids)))   # the null block pads
+
+    def _write_zeros(self, block_ids: list[int]) -> None:
         block_size = self.cache_config.block_size
+        ids = torch.tensor(block_ids, dtype=torch.long)
         slots = (ids[:, None] * block_size + torch.arange(block_size)).reshape(-1).to(self.tpu)
         for kv in {id(kv): kv for kv in self.kv_caches}.values():
             zeros = torch.zeros((2, slots.shape[0], *kv.shape[2:]), dtype=kv.dtype, device=self.tpu)
             TpuPagedAttentionBackend.write_slots(kv, slots, zeros)
 
-    def warmup_programs(self) -> list[tuple]:
-        """Every program serving can run: each (token bucket, key-block
-        bucket) step, and each count bucket of zeroing fresh blocks."""
+    def warmup_programs(self) -> list[tuple[int, int]]:
+        """Every program serving can run: a step's, for each (token bucket,
+        key-block bucket) a batch can reach."""
         block_size = self.cache_config.block_size
         max_blocks = -(-self.model_config.max_model_len // block_size)
-        steps = step_buckets(self.max_num_tokens, self.scheduler_config.max_num_seqs,
-                             max_blocks, block_size)
-        zeros = all_buckets(8, bucket(self._zero_block_cap(), 8, 1 << 62))
-        return [("step", t, b) for t, b in steps] + [("zero", n) for n in zeros]
+        return step_buckets(self.max_num_tokens, self.scheduler_config.max_num_seqs,
+                            max_blocks, block_size)
 
     # As execute_model: outside it, Gemma-2's step kept intermediates alive
     # (for autograd), and its fused program returned them.
@@ -179,18 +186,14 @@ class TpuModelRunner(CPUModelRunner):
         """Runs every program of warmup_programs(), with a progress line."""
         programs = self.warmup_programs()
         start = time.perf_counter()
-        torch.tpu.synchronize()   # no check state left over from loading (see _zero_block_ids)
+        torch.tpu.synchronize()   # no check state left over from loading (see _zero_fresh_blocks)
         before = torch_tpu.metrics()
-        for i, program in enumerate(programs, 1):
-            if program[0] == "step":
-                # Twice: on Gemma-2, a step's first run in a process returned
-                # one more live value than the runs after it, so its fused
-                # program was not the one serving runs; the second run is.
-                self._warm_step(*program[1:])
-                self._warm_step(*program[1:])
-            else:
-                with torch_tpu.eager_mode("defer_and_fuse"):   # as inside execute_model
-                    self._zero_block_ids([0] * program[1])   # the null block, read only under the mask
+        for i, (t_pad, blocks) in enumerate(programs, 1):
+            # Twice: on Gemma-2, a step's first run in a process returned one
+            # more live value than the runs after it, so its fused program was
+            # not the one serving runs; the second run is.
+            self._warm_step(t_pad, blocks)
+            self._warm_step(t_pad, blocks)
             logger.info("torch_tpu: warming up %d/%d programs (%.1f s)", i, len(programs),
                         time.perf_counter() - start)
         after = torch_tpu.metrics()
