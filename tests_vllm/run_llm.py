@@ -62,8 +62,9 @@ def main(spec):
     m = torch_tpu.metrics()
     counters = {c.name: c.value for c in llm.get_metrics() if hasattr(c, "value")}
     print(json.dumps({"preempted": counters.get("vllm:num_preemptions", 0),
-                      "prefix_cache_hits": counters.get("vllm:prefix_cache_hits", 0),"tokens": tokens, "extra": extra, "seconds": elapsed,
-                      "graphs_compiled": m["graphs_compiled"], "donated": m["donated_buffers"]}))
+                      "prefix_cache_hits": counters.get("vllm:prefix_cache_hits", 0), "tokens": tokens, "extra": extra, "seconds": elapsed,
+                      "graphs_compiled": m["graphs_compiled"], "cache_misses": m["cache_misses"],
+                      "donated": m["donated_buffers"]}))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ def check(folder, n, lo, hi, new_tokens, seed=0, **spec):
     bad = [i for i, (a, b) in enumerate(zip(got["tokens"], expected)) if a != b]
     assert not bad, f"prompts {bad} differ: {[(got['tokens'][i], expected[i]) for i in bad]}"
     assert len(got["tokens"]) == n and all(len(t) == new_tokens for t in got["tokens"])
+    # The warm-up at start-up ran every program these steps needed.
+    assert got["cache_misses"] == 0
     return got
 
 

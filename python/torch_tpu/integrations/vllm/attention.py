@@ -9,13 +9,23 @@ view of it would be a program over the whole cache. A step:
   XLA updates it in place: the write costs the new tokens, not the cache
   (`index_copy_` lowers to a pass over the whole cache: 140 ms a step for 64 MiB
   where `index_put_` takes 0.2 ms);
-- gathers each sequence's slots through the block table (`index_select`),
-  lays the queries out per sequence, and attends with a causal (and, for
+- lays the step's queries out in rows of `chunk` tokens, each row the next
+  tokens of one sequence, and gathers each row's key slots through its
+  sequence's block table (`index_select`); attends with a causal (and, for
   sliding-window layers, windowed) mask built from positions, grouped-query
   heads sharing their KV head, and Gemma-2's logit soft-capping.
-Prefill, decode and mixed batches are the same computation. Every op is one
-torch_tpu lowers to StableHLO, and all shapes are bucketed (buckets.py), so the
-programs are few and compiled once.
+The row count and chunk are functions of the padded token count alone
+(buckets.query_layout): a decode step is one token a row, a prefill chunk of
+T tokens rows of about T / max_num_seqs tokens. So the shapes depend on two
+padded sizes, the token count and the key length in blocks, not on how the
+tokens split into sequences: the programs are few, and a warm-up compiles them
+all (worker.py). Prefill, decode and mixed batches are the same computation.
+Every op is one torch_tpu lowers to StableHLO.
+
+The largest intermediates, per layer: the gathered keys and values,
+[2, R, L, kv_heads, head_size] with R <= 2 * max_num_seqs rows and L the key
+bucket (at most max_model_len), and the float32 scores [R, heads, C, L] with
+R * C about 3 * T query slots at most.
 
 Block 0 is vLLM's null block (never handed to a request): padded tokens write
 there and padded block-table entries read from there, under the mask.
@@ -29,7 +39,7 @@ from vllm.forward_context import get_forward_context
 from vllm.v1.attention.backend import (AttentionBackend, AttentionImpl, AttentionMetadataBuilder,
                                        AttentionType, CommonAttentionMetadata)
 
-from .buckets import bucket
+from .buckets import bucket, query_layout
 
 DEVICE = "tpu"
 
@@ -80,11 +90,62 @@ class TpuPagedAttentionBackend(AttentionBackend):
 class TpuPagedAttentionMetadata:
     num_actual_tokens: int
     slots: torch.Tensor          # [T] cache slot of each (padded) token
-    key_slots: torch.Tensor      # [S * B * block_size] cache slot of each sequence position
-    query_index: torch.Tensor    # [S * Q] token feeding each per-sequence query row
-    query_pos: torch.Tensor      # [S, Q] position of each query row, -1 for padding
-    output_index: torch.Tensor   # [T] per-sequence row holding each token's output
-    key_pos: torch.Tensor        # [B * block_size] position of each gathered key
+    key_slots: torch.Tensor      # [R * L * block_size] cache slot of each row's key positions
+    query_index: torch.Tensor    # [R * C] token feeding each query slot of a row
+    query_pos: torch.Tensor      # [R, C] position of each query slot, -1 for padding
+    output_index: torch.Tensor   # [T] query slot holding each token's output
+    key_pos: torch.Tensor        # [L * block_size] position of each gathered key
+
+
+def _on_device(arrays: dict, num_actual_tokens: int) -> TpuPagedAttentionMetadata:
+    # One upload order for real steps and the warm-up: the fused program's
+    # inputs come in that order, and the warm-up must produce the same program.
+    dev = {k: torch.from_numpy(arrays[k]).to(DEVICE) for k in
+           ("slots", "key_slots", "query_index", "query_pos", "output_index", "key_pos")}
+    return TpuPagedAttentionMetadata(num_actual_tokens=num_actual_tokens, **dev)
+
+
+def step_arrays(t_pad, qsl, seq_lens, block_table, slot_mapping, rows, chunk, blocks, block_size):
+    """The host arrays of a step: `qsl` the query start of each of the n
+    sequences (n + 1 entries), `block_table` [n, >= blocks]. Queries are laid
+    out in rows of `chunk` tokens of one sequence (buckets.query_layout)."""
+    n = len(seq_lens)
+    qlens = qsl[1:] - qsl[:-1]
+    t_act = int(qsl[-1])
+    chunks = -(-qlens // chunk)                            # rows of each sequence
+    seq_of_row = np.repeat(np.arange(n), chunks)
+    first_row = np.concatenate(([0], np.cumsum(chunks)))[:n]
+    if len(seq_of_row) > rows:
+        raise AssertionError(f"vLLM on tpu: {len(seq_of_row)} query rows over the bucket's {rows}")
+
+    seq_of_token = np.repeat(np.arange(n), qlens)
+    within = np.arange(t_act) - qsl[seq_of_token]           # index among its sequence's queries
+    row = first_row[seq_of_token] + within // chunk
+    col = within % chunk
+    query_index = np.zeros((rows, chunk), np.int64)
+    query_index[row, col] = np.arange(t_act)
+    query_pos = np.full((rows, chunk), -1, np.int64)
+    query_pos[row, col] = (seq_lens - qlens)[seq_of_token] + within
+    output_index = np.zeros(t_pad, np.int64)
+    output_index[:t_act] = row * chunk + col
+
+    row_blocks = np.zeros((rows, blocks), np.int64)        # padded rows read the null block
+    row_blocks[: len(seq_of_row)] = block_table[seq_of_row, :blocks]
+    key_slots = row_blocks[:, :, None] * block_size + np.arange(block_size)
+    slots = np.zeros(t_pad, np.int64)
+    slots[:t_act] = slot_mapping[:t_act]
+    return {"slots": slots, "key_slots": key_slots.reshape(-1), "query_index": query_index.reshape(-1),
+            "query_pos": query_pos, "output_index": output_index,
+            "key_pos": np.arange(blocks * block_size, dtype=np.int64)}
+
+
+def warmup_metadata(t_pad, rows, chunk, blocks, block_size) -> TpuPagedAttentionMetadata:
+    """Metadata of a step's shapes with every query masked and every slot in
+    the null block: what the warm-up runs to compile a bucket's program."""
+    arrays = step_arrays(t_pad, np.zeros(2, np.int64), np.ones(1, np.int64),
+                         np.zeros((1, blocks), np.int64), np.zeros(0, np.int64),
+                         rows, chunk, blocks, block_size)
+    return _on_device(arrays, 0)
 
 
 class TpuPagedAttentionMetadataBuilder(AttentionMetadataBuilder[TpuPagedAttentionMetadata]):
@@ -93,7 +154,6 @@ class TpuPagedAttentionMetadataBuilder(AttentionMetadataBuilder[TpuPagedAttentio
         self.block_size = kv_cache_spec.block_size
         sched = vllm_config.scheduler_config
         self.max_seqs = sched.max_num_seqs
-        self.max_query = sched.max_num_batched_tokens
         self.max_blocks = -(-vllm_config.model_config.max_model_len // self.block_size)
 
     def build(self, common_prefix_len: int, common_attn_metadata: CommonAttentionMetadata,
@@ -102,39 +162,18 @@ class TpuPagedAttentionMetadataBuilder(AttentionMetadataBuilder[TpuPagedAttentio
         n, t_act = m.num_reqs, m.num_actual_tokens
         qsl = m.query_start_loc_cpu[: n + 1].numpy().astype(np.int64)
         seq_lens = m.seq_lens[:n].cpu().numpy().astype(np.int64)
-        qlens = qsl[1:] - qsl[:-1]
         slot_mapping = m.slot_mapping.cpu().numpy().astype(np.int64)
+        # The runner pads the token count to its bucket (worker.py); the slot
+        # mapping comes padded to it.
         t_pad = max(len(slot_mapping), t_act)
-
-        s_pad = bucket(n, 1, self.max_seqs)
-        q_pad = bucket(int(qlens.max()), 1, self.max_query)
-        b_pad = bucket(-(-int(seq_lens.max()) // self.block_size), 1, self.max_blocks)
-
-        slots = np.zeros(t_pad, np.int64)
-        slots[:t_act] = slot_mapping[:t_act]
-        block_table = np.zeros((s_pad, b_pad), np.int64)
-        width = min(b_pad, m.block_table_tensor.shape[1])
-        block_table[:n, :width] = m.block_table_tensor[:n, :width].cpu().numpy()
-        offsets = np.arange(self.block_size, dtype=np.int64)
-        key_slots = (block_table[:, :, None] * self.block_size + offsets).reshape(-1)
-
-        seq_of_token = np.repeat(np.arange(n), qlens)
-        row = np.arange(t_act) - qsl[seq_of_token]           # index within its sequence's queries
-        query_index = np.zeros((s_pad, q_pad), np.int64)
-        query_index[seq_of_token, row] = np.arange(t_act)
-        query_pos = np.full((s_pad, q_pad), -1, np.int64)
-        query_pos[seq_of_token, row] = (seq_lens - qlens)[seq_of_token] + row
-        output_index = np.zeros(t_pad, np.int64)
-        output_index[:t_act] = seq_of_token * q_pad + row
-
-        def dev(a):
-            return torch.from_numpy(a).to(DEVICE)
-
-        return TpuPagedAttentionMetadata(
-            num_actual_tokens=t_act, slots=dev(slots), key_slots=dev(key_slots),
-            query_index=dev(query_index.reshape(-1)), query_pos=dev(query_pos),
-            output_index=dev(output_index),
-            key_pos=dev(np.arange(b_pad * self.block_size, dtype=np.int64)))
+        rows, chunk = query_layout(t_pad, self.max_seqs)
+        blocks = bucket(-(-int(seq_lens.max()) // self.block_size), 1, self.max_blocks)
+        block_table = np.zeros((n, blocks), np.int64)
+        width = min(blocks, m.block_table_tensor.shape[1])
+        block_table[:, :width] = m.block_table_tensor[:n, :width].cpu().numpy()
+        arrays = step_arrays(t_pad, qsl, seq_lens, block_table, slot_mapping, rows, chunk,
+                             blocks, self.block_size)
+        return _on_device(arrays, t_act)
 
 
 class TpuPagedAttentionImpl(AttentionImpl):
@@ -172,32 +211,32 @@ class TpuPagedAttentionImpl(AttentionImpl):
         if attn_metadata is None:     # profiling run without a cache
             return output
         meta = attn_metadata
-        s, q = meta.query_pos.shape
+        r, c = meta.query_pos.shape              # query rows, tokens a row
         h, hkv, d = self.num_heads, self.num_kv_heads, self.head_size
         g = h // hkv
         length = meta.key_pos.shape[0]
 
-        kv = kv_cache.index_select(1, meta.key_slots)                   # [2, S*L, Hkv, D]
-        kv = kv.view(2, s, length, hkv, d).permute(0, 1, 3, 2, 4)       # [2, S, Hkv, L, D]
+        kv = kv_cache.index_select(1, meta.key_slots)                   # [2, R*L, Hkv, D]
+        kv = kv.view(2, r, length, hkv, d).permute(0, 1, 3, 2, 4)       # [2, R, Hkv, L, D]
         keys, values = kv[0], kv[1]
 
         t = meta.output_index.shape[0]
-        qs = query[:t].reshape(t, h, d).index_select(0, meta.query_index)  # [S*Q, H, D]
-        qs = qs.view(s, q, hkv, g, d).permute(0, 2, 3, 1, 4).reshape(s, hkv, g * q, d)
+        qs = query[:t].reshape(t, h, d).index_select(0, meta.query_index)  # [R*C, H, D]
+        qs = qs.view(r, c, hkv, g, d).permute(0, 2, 3, 1, 4).reshape(r, hkv, g * c, d)
         scores = torch.matmul(qs.float(), keys.float().transpose(-1, -2)) * self.scale
         if self.logits_soft_cap:
             scores = torch.tanh(scores / self.logits_soft_cap) * self.logits_soft_cap
 
         qpos = meta.query_pos[:, :, None]
         kpos = meta.key_pos[None, None, :]
-        allowed = kpos <= qpos                                            # [S, Q, L]
+        allowed = kpos <= qpos                                            # [R, C, L]
         if self.sliding_window is not None:
             allowed = allowed & (kpos > qpos - self.sliding_window)
-        allowed = allowed[:, None, None, :, :].expand(s, hkv, g, q, length).reshape(s, hkv, g * q, length)
+        allowed = allowed[:, None, None, :, :].expand(r, hkv, g, c, length).reshape(r, hkv, g * c, length)
         scores = scores.masked_fill(~allowed, torch.finfo(torch.float32).min)
         probs = torch.softmax(scores, dim=-1)
-        out = torch.matmul(probs, values.float())                          # [S, Hkv, G*Q, D]
-        out = out.view(s, hkv, g, q, d).permute(0, 3, 1, 2, 4).reshape(s * q, h, d)
+        out = torch.matmul(probs, values.float())                          # [R, Hkv, G*C, D]
+        out = out.view(r, hkv, g, c, d).permute(0, 3, 1, 2, 4).reshape(r * c, h, d)
         out = out.index_select(0, meta.output_index).to(output.dtype)       # [T, H, D]
         output[:t].copy_(out.view(output[:t].shape))
         return output

@@ -1,11 +1,18 @@
 """Padded sizes for the shapes of a serving step.
 
-XLA programs have static shapes, and torch_tpu compiles one program per op and
-input shape, so each distinct (tokens, sequences, query length, cached blocks)
-would compile new programs. Every size is padded up to a power of two: a size
-range of N then costs log2(N) programs per op, padding wastes at most half of a
-step, and the set is fixed by the limits alone (max_num_batched_tokens,
-max_num_seqs, max_model_len), so the warm-up can compile every one of them.
+XLA programs have static shapes, and a step runs as one fused program per
+distinct set of input shapes. A step's shapes depend on two padded sizes only:
+
+- the token count T, padded to a power of two (at least 16, at most
+  max_num_batched_tokens); the sequence count and the query layout of
+  attention are functions of T (`query_layout`), not sizes of their own;
+- the key length, in cache blocks, of the longest sequence, padded to a power
+  of two (at most the blocks of max_model_len).
+
+The reachable set is then |T buckets| x |key buckets| (less the pairs no batch
+can make, `step_buckets`), about log2(max_num_batched_tokens) x
+log2(max_model_len / block_size): tens of programs, few enough for a warm-up
+to compile every one at start-up. Padding wastes under half of a step.
 """
 
 
@@ -26,3 +33,38 @@ def all_buckets(floor: int, cap: int) -> list[int]:
         sizes.append(size)
         size *= 2
     return sizes + [cap]
+
+
+TOKEN_FLOOR = 16
+
+
+def token_bucket(num_tokens: int, max_tokens: int) -> int:
+    return bucket(num_tokens, TOKEN_FLOOR, max(TOKEN_FLOOR, max_tokens))
+
+
+def query_layout(t_pad: int, max_seqs: int) -> tuple[int, int]:
+    """(rows, chunk) of attention's queries for a token bucket.
+
+    Each sequence's query tokens are cut into chunks of `chunk` tokens, one
+    chunk a row that attends to its own sequence's keys. A batch of n <=
+    min(max_seqs, T) sequences needs sum(ceil(q_i / chunk)) < T / chunk + n
+    rows, so `rows` depends on T alone. Up to max_seqs tokens (decode) a row
+    is one token; past that the chunk grows with T so that rows stay at most
+    2 * max_seqs and rows * chunk (the query slots) about 3 * T at most.
+    """
+    if t_pad <= max_seqs:
+        return t_pad, 1
+    chunk = bucket(-(-t_pad // max_seqs), 1, t_pad)
+    return -(-t_pad // chunk) + max_seqs, chunk
+
+
+def step_buckets(max_tokens: int, max_seqs: int, max_blocks: int, block_size: int):
+    """Every (token bucket, key-block bucket) a step can reach: T tokens over
+    at most max_seqs sequences of at most L blocks each need
+    max_seqs * L * block_size > the bucket below T."""
+    tokens = all_buckets(TOKEN_FLOOR, max(TOKEN_FLOOR, max_tokens))
+    pairs = []
+    for i, t in enumerate(tokens):
+        below = tokens[i - 1] if i else 0
+        pairs += [(t, b) for b in all_buckets(1, max_blocks) if max_seqs * b * block_size > below]
+    return pairs

@@ -6,6 +6,15 @@ runner keeps that and moves what is computed to `tpu`: the model's weights (vLLM
 builds the model on the platform's device), the KV cache, the forward pass and
 the logits. Sampling runs on the logits copied back to the host, through vLLM's
 own sampler (greedy, temperature, top-k/top-p, seeds, logprobs).
+
+A step's device work is one fused program whose shapes depend on the padded
+token count and the padded key length alone (buckets.py): the sampled rows are
+padded to a count fixed by the token bucket, and so are the freshly allocated
+cache blocks the step zeroes first, so neither adds a size. That set is
+enumerable from the limits, and the warm-up (`TpuModelRunner.warm_up`) runs each program at
+start-up through the calls a real step makes, so that serving compiles
+nothing new; the programs land in torch_tpu's persistent cache, so the next
+start loads them instead of compiling.
 """
 import contextlib
 import dataclasses
@@ -13,6 +22,7 @@ import time
 
 import torch
 import torch_tpu
+from vllm.forward_context import set_forward_context
 from vllm.logger import init_logger
 from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
@@ -22,10 +32,11 @@ from vllm.v1.worker.utils import bind_kv_cache
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from . import memory
-from .attention import TpuPagedAttentionBackend
-from .buckets import bucket
+from .attention import TpuPagedAttentionBackend, warmup_metadata
+from .buckets import query_layout, step_buckets, token_bucket
 
-logger = init_logger(__name__)
+# Under vLLM's logger, so that its level and format apply.
+logger = init_logger(f"vllm.{__name__}")
 
 
 def _device() -> torch.device:
@@ -36,6 +47,8 @@ class TpuModelRunner(CPUModelRunner):
     def __init__(self, vllm_config, device):
         super().__init__(vllm_config, device)   # host buffers: `device` is the CPU
         self.tpu = _device()
+        self._sampled_rows = None   # rows of this step's logits that are real
+        self._fresh_blocks = []     # blocks to zero in the next step's program
 
     def load_model(self, load_dummy_weights: bool = False) -> None:
         super().load_model(load_dummy_weights)
@@ -44,9 +57,12 @@ class TpuModelRunner(CPUModelRunner):
             raise RuntimeError(f"vLLM on tpu: the model's weights were placed on {sorted(where)}")
         compute_logits = self.model.compute_logits
 
-        # The sampler works on the host tensors the runner prepared.
+        # The sampler works on the host tensors the runner prepared; the rows
+        # past the step's sequences were padding (_prepare_inputs).
         def logits_on_host(hidden_states):
-            return compute_logits(hidden_states.to(self.tpu)).cpu()
+            logits = compute_logits(hidden_states.to(self.tpu)).cpu()
+            rows, self._sampled_rows = self._sampled_rows, None
+            return logits if rows is None else logits[:rows]
 
         self.model.compute_logits = logits_on_host
 
@@ -66,14 +82,39 @@ class TpuModelRunner(CPUModelRunner):
                 "vLLM on tpu: pipeline parallelism and multimodal inputs are not supported "
                 f"(got {sorted(model_kwargs) or 'intermediate tensors'})")
         to = (lambda x: None if x is None else x.to(self.tpu))
+        if self.kv_caches:   # none while vLLM profiles
+            tokens = input_ids if input_ids is not None else inputs_embeds
+            self._zero_fresh_blocks(tokens.shape[0])
         return self.model(input_ids=to(input_ids), positions=to(positions),
                           intermediate_tensors=None, inputs_embeds=to(inputs_embeds))
 
     def _determine_batch_execution_and_padding(self, num_tokens, *args, **kwargs):
         mode, desc, should_ubatch, across_dp, stats = super()._determine_batch_execution_and_padding(
             num_tokens, *args, **kwargs)
-        padded = bucket(desc.num_tokens, 16, self.max_num_tokens)
+        padded = token_bucket(desc.num_tokens, self.max_num_tokens)
         return mode, dataclasses.replace(desc, num_tokens=padded), should_ubatch, across_dp, stats
+
+    def _sample_row_count(self, t_pad: int) -> int:
+        # Every sequence has a token in the step, so min(T, max_num_seqs) rows
+        # hold any batch of this token bucket.
+        return min(t_pad, self.scheduler_config.max_num_seqs)
+
+    def _padded_logits_indices(self, indices: torch.Tensor, t_pad: int) -> torch.Tensor:
+        padded = torch.zeros(self._sample_row_count(t_pad), dtype=indices.dtype)
+        padded[: len(indices)] = indices
+        return padded
+
+    def _prepare_inputs(self, scheduler_output, *args, **kwargs):
+        # The hidden states of the sampled tokens are gathered on the device,
+        # inside the step's program: their count is padded so that it does
+        # not add a size to the program, and trimmed again on the host.
+        logits_indices, spec_decode_metadata, *rest = super()._prepare_inputs(
+            scheduler_output, *args, **kwargs)
+        if spec_decode_metadata is not None:   # not tried: its indices stay as vLLM made them
+            return (logits_indices, spec_decode_metadata, *rest)
+        t_pad = token_bucket(scheduler_output.total_num_scheduled_tokens, self.max_num_tokens)
+        self._sampled_rows = len(logits_indices)
+        return (self._padded_logits_indices(logits_indices, t_pad), spec_decode_metadata, *rest)
 
     def initialize_kv_cache_tensors(self, kv_cache_config, kernel_block_sizes,
                                     kv_cache_allocation_context=None):
@@ -98,16 +139,90 @@ class TpuModelRunner(CPUModelRunner):
         return kv_caches
 
     def _zero_block_ids(self, block_ids: list[int]) -> None:
-        if not block_ids:
-            return
-        # Padded with the null block 0 to a bucketed count: one program per bucket.
-        ids = torch.zeros(bucket(len(block_ids), 8, max(8, len(block_ids))), dtype=torch.long)
-        ids[:len(block_ids)] = torch.tensor(block_ids, dtype=torch.long)
+        # Zeroed inside the next step's program (_model_forward), at a count
+        # fixed by its token bucket: no program of its own, no variant of the
+        # step's program, nothing to synchronize.
+        self._fresh_blocks.extend(block_ids)
+
+    def _zero_block_count(self, t_pad: int) -> int:
+        # Blocks a step of t_pad tokens can newly fill: its tokens' worth, plus
+        # a partly filled block per sequence.
+        return (t_pad // self.cache_config.block_size
+                + min(t_pad, self.scheduler_config.max_num_seqs) + 1)
+
+    def _zero_fresh_blocks(self, t_pad: int) -> None:
+        count = self._zero_block_count(t_pad)
+        ids, self._fresh_blocks = self._fresh_blocks, []
+        if len(ids) > count:
+            # Not expected; a program of its own, whose device index-check
+            # state is read at once so that the step's program takes none
+            # as an input (it would then differ from the warm-up's).
+            self._write_zeros(ids[count:])
+            torch_tpu.flush("zero_blocks")
+            torch.tpu.synchronize()
+            ids = ids[:count]
+        self._write_zeros(ids + [0] * (count - len(ids)))   # the null block pads
+
+    def _write_zeros(self, block_ids: list[int]) -> None:
+        block_size = self.cache_config.block_size
+        ids = torch.tensor(block_ids, dtype=torch.long)
+        slots = (ids[:, None] * block_size + torch.arange(block_size)).reshape(-1).to(self.tpu)
         for kv in {id(kv): kv for kv in self.kv_caches}.values():
-            block_size = self.cache_config.block_size
-            slots = (ids[:, None] * block_size + torch.arange(block_size)).reshape(-1).to(self.tpu)
             zeros = torch.zeros((2, slots.shape[0], *kv.shape[2:]), dtype=kv.dtype, device=self.tpu)
             TpuPagedAttentionBackend.write_slots(kv, slots, zeros)
+
+    def warmup_programs(self) -> list[tuple[int, int]]:
+        """Every program serving can run: a step's, for each (token bucket,
+        key-block bucket) a batch can reach."""
+        block_size = self.cache_config.block_size
+        max_blocks = -(-self.model_config.max_model_len // block_size)
+        return step_buckets(self.max_num_tokens, self.scheduler_config.max_num_seqs,
+                            max_blocks, block_size)
+
+    # As execute_model: outside it, Gemma-2's step kept intermediates alive
+    # (for autograd), and its fused program returned them.
+    @torch.inference_mode()
+    def warm_up(self) -> None:
+        """Runs every program of warmup_programs(), with a progress line."""
+        programs = self.warmup_programs()
+        start = time.perf_counter()
+        torch.tpu.synchronize()   # no check state left over from loading (see _zero_fresh_blocks)
+        before = torch_tpu.metrics()
+        for i, (t_pad, blocks) in enumerate(programs, 1):
+            # Twice: on Gemma-2, a step's first run in a process returned one
+            # more live value than the runs after it, so its fused program was
+            # not the one serving runs; the second run is.
+            self._warm_step(t_pad, blocks)
+            self._warm_step(t_pad, blocks)
+            logger.info("torch_tpu: warming up %d/%d programs (%.1f s)", i, len(programs),
+                        time.perf_counter() - start)
+        after = torch_tpu.metrics()
+        logger.info("torch_tpu: warm-up ran %d programs in %.1f s: %d compiled, %d from the "
+                    "persistent cache", len(programs), time.perf_counter() - start,
+                    after["graphs_compiled"] - before["graphs_compiled"],
+                    after["disk_cache_hits"] - before["disk_cache_hits"])
+
+    def _warm_step(self, t_pad: int, blocks: int) -> None:
+        """A step of `t_pad` tokens and `blocks` key blocks, through the calls a
+        real step makes (execute_model), on masked-out dummy inputs."""
+        rows, chunk = query_layout(t_pad, self.scheduler_config.max_num_seqs)
+        attn, slot_mapping = {}, {}
+        for groups in self.attn_groups:   # one metadata per group, built in order, as vLLM does
+            for group in groups:
+                block_size = group.kv_cache_spec.block_size
+                meta = warmup_metadata(t_pad, rows, chunk, blocks, block_size)
+                for name in group.layer_names:
+                    attn[name] = meta
+                    slot_mapping[name] = torch.zeros(t_pad, dtype=torch.long)
+        with torch_tpu.eager_mode("defer_and_fuse"):
+            with set_forward_context(attn, self.vllm_config, num_tokens=t_pad,
+                                     slot_mapping=slot_mapping):
+                hidden = self._model_forward(input_ids=self.input_ids.gpu[:t_pad],
+                                             positions=self.positions[:t_pad])
+            self._sampled_rows = None
+            indices = self._padded_logits_indices(
+                torch.zeros(1, dtype=self.query_start_loc.gpu.dtype), t_pad)
+            self.model.compute_logits(hidden[indices])
 
 
 class TpuWorker(CPUWorker):
@@ -135,5 +250,6 @@ class TpuWorker(CPUWorker):
 
     def compile_or_warm_up_model(self) -> CompilationTimes:
         start = time.perf_counter()
+        self.model_runner.warm_up()
         set_random_seed(self.model_config.seed)
         return CompilationTimes(language_model=time.perf_counter() - start, encoder=0.0)

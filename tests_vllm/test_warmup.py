@@ -1,0 +1,72 @@
+"""After the warm-up at start-up, serving compiles no new program: requests of
+random lengths, arriving while others decode, run only programs the warm-up
+ran (no program cache miss: nothing compiled, nothing loaded from the
+persistent cache), and give HF's greedy tokens. The set the warm-up enumerates
+is checked against the layouts of random batches, without an engine."""
+import re
+
+import numpy as np
+import pytest
+
+import tiny_models
+from conftest import VOCAB, greedy, run_llm
+from torch_tpu.integrations.vllm.attention import step_arrays
+from torch_tpu.integrations.vllm.buckets import bucket, query_layout, step_buckets, token_bucket
+
+
+def _random_batch(rng, max_tokens, max_seqs, max_len):
+    n = int(rng.integers(1, max_seqs + 1))
+    qlens = rng.integers(1, max(2, max_tokens // n), n)
+    qlens[0] = rng.integers(1, max_tokens - qlens[1:].sum() + 1)   # sometimes one long prefill
+    seq_lens = np.minimum(qlens + rng.integers(0, max_len, n), max_len)
+    qlens = np.minimum(qlens, seq_lens)
+    return np.concatenate(([0], np.cumsum(qlens))), seq_lens
+
+
+@pytest.mark.parametrize("max_tokens,max_seqs,max_len", [(128, 8, 256), (2048, 256, 4096), (96, 32, 200)])
+def test_every_batch_lands_in_the_warmup_set(max_tokens, max_seqs, max_len):
+    block = 16
+    max_blocks = -(-max_len // block)
+    warm = set(step_buckets(max_tokens, max_seqs, max_blocks, block))
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        qsl, seq_lens = _random_batch(rng, max_tokens, max_seqs, max_len)
+        t_act = int(qsl[-1])
+        t_pad = token_bucket(t_act, max_tokens)
+        blocks = bucket(-(-int(seq_lens.max()) // block), 1, max_blocks)
+        assert (t_pad, blocks) in warm
+        rows, chunk = query_layout(t_pad, max_seqs)
+        table = rng.integers(1, 1000, (len(seq_lens), blocks))
+        a = step_arrays(t_pad, qsl, seq_lens, table, np.arange(t_act), rows, chunk, blocks, block)
+        # Every token has one query slot, holding its own position; each row's
+        # keys are its own sequence's slots.
+        slot = a["output_index"][:t_act]
+        assert len(set(slot.tolist())) == t_act
+        assert (a["query_index"][slot] == np.arange(t_act)).all()
+        seq = np.repeat(np.arange(len(seq_lens)), np.diff(qsl))
+        pos = (seq_lens - np.diff(qsl))[seq] + np.arange(t_act) - qsl[seq]
+        assert (a["query_pos"].reshape(-1)[slot] == pos).all()
+        keys = a["key_slots"].reshape(rows, blocks * block)[slot // chunk, :: block] // block
+        assert (keys == table[seq]).all()
+
+
+def test_no_program_compiled_after_warmup(models):
+    folder = models("llama")
+    prompts = tiny_models.prompts(48, 1, 200, VOCAB, seed=5)
+    expected = tiny_models.hf_greedy(folder, prompts, 6)
+    got = run_llm(folder, prompts, greedy(6), waves=3,
+                  llm={"max_num_seqs": 8, "max_num_batched_tokens": 128})
+    total = re.findall(r"torch_tpu: warming up (\d+)/(\d+) programs", got["log"])
+    assert total and total[-1][0] == total[-1][1], "no warm-up progress line"
+    assert got["cache_misses"] == 0
+    bad = [i for i, (a, b) in enumerate(zip(got["tokens"], expected)) if a != b]
+    assert not bad, f"prompts {bad} differ"
+
+
+@pytest.mark.slow
+def test_200_requests_compile_nothing_after_warmup(models):
+    folder = models("llama")
+    prompts = tiny_models.prompts(200, 1, 240, VOCAB, seed=6)
+    got = run_llm(folder, prompts, greedy(12), waves=5, timeout=1200)
+    assert got["cache_misses"] == 0
+    assert len(got["tokens"]) == 200 and all(len(t) == 12 for t in got["tokens"])
