@@ -94,13 +94,14 @@ class TpuModelRunner(CPUModelRunner):
         padded = token_bucket(desc.num_tokens, self.max_num_tokens)
         return mode, dataclasses.replace(desc, num_tokens=padded), should_ubatch, across_dp, stats
 
-    def _sample_row_count(self, t_pad: int) -> int:
-        # Every sequence has a token in the step, so min(T, max_num_seqs) rows
-        # hold any batch of this token bucket.
+    def _max_step_seqs(self, t_pad: int) -> int:
+        # Every sequence has a token in the step, so a step of this token
+        # bucket has at most min(T, max_num_seqs) sequences: its sampled rows,
+        # and its partly filled blocks.
         return min(t_pad, self.scheduler_config.max_num_seqs)
 
     def _padded_logits_indices(self, indices: torch.Tensor, t_pad: int) -> torch.Tensor:
-        padded = torch.zeros(self._sample_row_count(t_pad), dtype=indices.dtype)
+        padded = torch.zeros(self._max_step_seqs(t_pad), dtype=indices.dtype)
         padded[: len(indices)] = indices
         return padded
 
@@ -147,8 +148,7 @@ class TpuModelRunner(CPUModelRunner):
     def _zero_block_count(self, t_pad: int) -> int:
         # Blocks a step of t_pad tokens can newly fill: its tokens' worth, plus
         # a partly filled block per sequence.
-        return (t_pad // self.cache_config.block_size
-                + min(t_pad, self.scheduler_config.max_num_seqs) + 1)
+        return t_pad // self.cache_config.block_size + self._max_step_seqs(t_pad) + 1
 
     def _zero_fresh_blocks(self, t_pad: int) -> None:
         count = self._zero_block_count(t_pad)
