@@ -243,3 +243,70 @@ def test_a_graph_chained_after_a_failure_is_poisoned_when_it_runs(run_python):
     assert "aten::gather" in lines["first"], lines
     assert "SILENT" not in lines["later"] and "not checked" in lines["later"], lines
     assert lines["fresh"] == "[1.0]", lines
+
+
+# An op that raises for another reason (an index into an empty dimension)
+# after its index check was recorded: that check fails on the device, but
+# its failure is not the one to tell, and it must not stop the checks after
+# it -- the good op that follows keeps its result.
+DROPPED = """
+import torch, torch_tpu
+torch_tpu.set_eager_mode("{mode}")
+for n in range(1, 4):
+    try:
+        torch.index_select(torch.empty(0, n, device="tpu"), 0, torch.tensor([0], device="tpu"))
+        print("raised: NO")
+    except RuntimeError as e:
+        print("raised:", "dim should be positive" in str(e))
+    x = torch.zeros(5, n, device="tpu")
+    y = x.index_put((torch.tensor([1, 3], device="tpu"),), torch.ones(2, n, device="tpu"))
+    print("after:", y.cpu().sum().item(), 2 * n)
+"""
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_a_raising_ops_failed_check_does_not_stop_later_checks(run_python, mode):
+    r = run_python(DROPPED.format(mode=mode), TORCH_TPU_CHECK_INDICES=None)
+    assert r.returncode == 0, r.stderr[-3000:]
+    raised = [line for line in r.stdout.splitlines() if line.startswith("raised:")]
+    after = [line.split()[1:] for line in r.stdout.splitlines() if line.startswith("after:")]
+    assert raised == ["raised: True"] * 3, r.stdout
+    assert len(after) == 3 and all(float(got) == float(want) for got, want in after), r.stdout
+
+
+# The device check compares `index - lo` as unsigned against the range's
+# width: values at the integer type's limits, where that subtraction wraps,
+# against the CPU's verdict.
+LIMITS = """
+import torch, torch_tpu
+torch_tpu.set_eager_mode("{mode}")
+x = torch.arange(3.0)
+cases = [("index", torch.int32, v) for v in (-4, -3, 2, 3, 2**31 - 1, -2**31)]
+cases += [("index_select", torch.int32, v) for v in (-1, 0, 2, 3, 2**31 - 1)]
+cases += [("index", torch.int64, v) for v in (2**63 - 1, -2**63, -3)]
+cases += [("embedding", torch.int32, v) for v in (299, 300, -1)]
+table = torch.arange(300.0)[:, None]
+for op, dtype, v in cases:
+    i = torch.tensor([v], dtype=dtype)
+    f = {{"index": lambda t, j: t[j], "index_select": lambda t, j: t.index_select(0, j),
+         "embedding": lambda t, j: torch.nn.functional.embedding(j, table.to(t.device))}}[op]
+    try:
+        want = f(x, i).tolist()
+    except IndexError:
+        want = "IndexError"
+    try:
+        got = f(x.to("tpu"), i.to("tpu")).cpu().tolist()
+    except IndexError:
+        got = "IndexError"
+    print("case:", op, dtype, v, want == got, want, got)
+"""
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_checks_at_the_integer_limits_agree_with_the_cpu(run_python, mode):
+    r = run_python(LIMITS.format(mode=mode), TORCH_TPU_CHECK_INDICES=None)
+    assert r.returncode == 0, r.stderr[-3000:]
+    cases = [line for line in r.stdout.splitlines() if line.startswith("case:")]
+    assert len(cases) == 17, r.stdout
+    assert all(line.split()[4] == "True" for line in cases), "\n".join(cases)
+    assert sum("IndexError" in line for line in cases) >= 9, "\n".join(cases)

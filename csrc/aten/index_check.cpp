@@ -11,9 +11,7 @@
 #include <map>
 #include <unordered_map>
 
-#include "aten/origin.h"
 #include "aten/tensor_bridge.h"
-#include "lowering/index_range.h"
 #include "runtime/index_flags.h"
 
 namespace torch_tpu::aten {
@@ -182,21 +180,12 @@ runtime::OpIndexChecks record_index_checks(const std::string& lowering, const st
       }
       continue;
     }
-    runtime::OpCall call;
-    call.lowering = &lowering::kIndexOutOfRange;
-    lowering::Arg index;
-    index.kind = lowering::Arg::Kind::Tensor;
-    lowering::Arg range;
-    range.kind = lowering::Arg::Kind::IntList;
-    range.index = 1;
-    range.ints = {u.lo(), u.size, u.ignore.value_or(0), u.ignore ? 1 : 0};
-    call.args = {index, range};
-    call.inputs = {{distinct_elements(u.index)}, {}};
-    call.device = u.index.device().index();
-    if (!origin) origin = python_origin();
-    call.origin = origin;
-    runtime::IndexCheckSite site{op, u.size, u.dim, u.target, origin};
-    translate_errors([&] { return runtime::record_index_check(call, std::move(site), checks); });
+    runtime::IndexCheck check;
+    check.index = distinct_elements(u.index);
+    check.range = {u.lo(), u.size, u.ignore.value_or(0), u.ignore ? 1 : 0};
+    check.device = u.index.device().index();
+    const runtime::IndexCheckSite site{op, u.size, u.dim, u.target, nullptr};
+    translate_errors([&] { return runtime::record_index_check(check, site, origin, checks); });
   }
   return checks;
 }

@@ -87,6 +87,8 @@ inline void count(std::string_view what, int64_t n = 1) { Runtime::get().count(w
 
 // ---- recorder.cpp
 std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call);
+// Where the op being recorded was issued, asked of the origin provider.
+std::shared_ptr<const std::string> ask_origin();
 
 // ---- program_key.cpp
 uint64_t fnv(uint64_t h, const std::string& s);
@@ -115,9 +117,12 @@ void append_node_link(std::string& links, int node, int result);
 // parameters are donated (to which output), and the device.
 std::string launch_key(const Graph& g, const std::vector<std::pair<int, int>>& live_ids,
                        const std::vector<int>& alias);
-// launch_key of a graph of the one node `sig` whose `params` bases are its
-// parameters, with all `results` live and nothing donated (into `key`).
-void single_node_key(std::string& key, const std::string& sig, int params, int results, int device);
+// launch_key (into `key`) of the graph whose key is `graph_key` (null: an
+// empty graph) with the node `sig` appended, its bases linked as `links`,
+// the results `live_ids` live and none of the `params` donated.
+void appended_node_key(std::string& key, const std::string* graph_key, const std::string& sig,
+                       const std::string& links, const std::vector<std::pair<int, int>>& live_ids,
+                       int params, int device);
 
 // ---- strict_hit.cpp
 // An op prepared by the recorder as if alone: its node, whose inputs name

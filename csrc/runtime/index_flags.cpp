@@ -24,8 +24,9 @@ struct Check {
 // one), so the same buffer, view and range need no second check.
 struct Checked {
   std::weak_ptr<DeviceBuffer> index;
+  const DeviceBuffer* address = nullptr;  // compared first: locking costs an atomic
   ViewGeometry view;
-  std::vector<int64_t> range;
+  std::array<int64_t, 4> range{};
   int64_t number = 0;
 };
 
@@ -41,6 +42,8 @@ struct Entry {
   int64_t begin = 0, chain = 0, end = 0;  // its checks: [begin, end)
 };
 
+constexpr size_t kRemembered = 16;
+
 // A device's checks not read yet. checks[i] is check number read + i.
 struct Chain {
   explicit Chain(int device) : storage(kStateType.nbytes(), device) {}
@@ -50,7 +53,13 @@ struct Chain {
   int64_t recorded = 0, read = 0;
   bool restart = false;  // a failure was read: the next check starts a chain
   std::string failure;   // the message of the failure read last
-  std::vector<Checked> checked;  // the newest kRemembered, oldest first
+  // The newest kRemembered, a ring written at `next_checked`; an empty
+  // slot's address is null.
+  std::array<Checked, kRemembered> checked;
+  size_t next_checked = 0;
+  void forget_checked() {
+    for (Checked& k : checked) k = Checked{};
+  }
 
   // Check number `n`, or null once it has been read (it passed, or its
   // failure was raised) or if it was never recorded.
@@ -59,8 +68,6 @@ struct Chain {
     return at < 0 || at >= static_cast<int64_t>(checks.size()) ? nullptr : &checks[at];
   }
 };
-
-constexpr size_t kRemembered = 16;
 
 // Guarded by executor::mu, like the graphs the checks are recorded into.
 // Never destroyed: its buffers must not outlive the plugin at exit.
@@ -133,7 +140,7 @@ std::string read_chains() {
       // A failed state stays failed: later checks of its chain start a new
       // one, and a failed index is checked again wherever it is read.
       c.restart = true;
-      c.checked.clear();
+      c.forget_checked();
       Check* bad = c.unread(r.failed);  // null: raised at an earlier read
       if (bad && !bad->dropped) {
         c.failure = message_of(bad->site);
@@ -169,28 +176,51 @@ std::string read_chains() {
   return first.empty() ? unverified : first;
 }
 
-const Checked* find_checked(const Chain& c, const TensorInput& index, const std::vector<int64_t>& range) {
+const Checked* find_checked(const Chain& c, const TensorInput& index, const std::array<int64_t, 4>& range) {
   const auto& buffer = index.storage->base;
   if (!buffer || buffer->state() == DeviceBuffer::State::Error) return nullptr;
   for (const Checked& k : c.checked)
-    if (k.range == range && same_view(k.view, index.view) && k.index.lock() == buffer) return &k;
+    if (k.address && k.address == buffer.get() && k.range == range && same_view(k.view, index.view) &&
+        k.index.lock() == buffer)
+      return &k;
   return nullptr;
 }
 
-void remember(Chain& c, const TensorInput& index, std::vector<int64_t> range, int64_t number) {
-  if (c.checked.size() == kRemembered) c.checked.erase(c.checked.begin());
-  c.checked.push_back({index.storage->base, index.view, std::move(range), number});
+void remember(Chain& c, const TensorInput& index, const std::array<int64_t, 4>& range, int64_t number) {
+  c.checked[c.next_checked] = {index.storage->base, index.storage->base.get(), index.view, range, number};
+  c.next_checked = (c.next_checked + 1) % kRemembered;
+}
+
+// The check's node: the index, its range and, when the chain goes on, the
+// state of the check before it.
+OpCall check_call(const IndexCheck& check, Storage* state) {
+  OpCall call;
+  call.lowering = &lowering::kIndexOutOfRange;
+  call.device = check.device;
+  call.fuse_with_next = true;
+  call.args.resize(state ? 3 : 2);
+  call.inputs.resize(call.args.size());
+  call.args[0].kind = lowering::Arg::Kind::Tensor;
+  call.inputs[0].emplace_back(check.index);
+  call.args[1].kind = lowering::Arg::Kind::IntList;
+  call.args[1].index = 1;
+  call.args[1].ints.assign(check.range.begin(), check.range.end());
+  if (state) {
+    call.args[2].kind = lowering::Arg::Kind::Tensor;
+    call.args[2].index = 2;
+    call.inputs[2].emplace_back(TensorInput{state, whole_view(kStateType), false});
+  }
+  return call;
 }
 
 }  // namespace
 
-bool record_index_check(OpCall& call, IndexCheckSite site, OpIndexChecks& into) {
+bool record_index_check(const IndexCheck& check, const IndexCheckSite& site,
+                        std::shared_ptr<const std::string>& origin, OpIndexChecks& into) {
   std::lock_guard<std::recursive_mutex> lock(executor::mu);
-  Chain& c = chain_of(call.device);
-  into.device = call.device;
-  const TensorInput index = *call.inputs[0][0];
-  const std::vector<int64_t> range = call.args[1].ints;
-  if (const Checked* k = find_checked(c, index, range)) {
+  Chain& c = chain_of(check.device);
+  into.device = check.device;
+  if (const Checked* k = find_checked(c, check.index, check.range)) {
     into.all.push_back(k->number);
     return true;
   }
@@ -205,21 +235,17 @@ bool record_index_check(OpCall& call, IndexCheckSite site, OpIndexChecks& into) 
                          c.recorded - c.entries.back().chain < kMaxChain;
   const bool same_graph = continues && base->graph() && !base->graph()->flushed;
   c.restart = false;
-  if (continues) {
-    lowering::Arg state;
-    state.kind = lowering::Arg::Kind::Tensor;
-    state.index = 2;
-    call.args.push_back(std::move(state));
-    call.inputs.push_back({TensorInput{&c.storage, whole_view(kStateType), false}});
-  }
-  call.fuse_with_next = true;
+  OpCall call = check_call(check, continues ? &c.storage : nullptr);
+  if (!origin) origin = executor::ask_origin();
+  call.origin = origin;
   std::shared_ptr<DeviceBuffer> next = run_op(call)[0];
   if (next->state() == DeviceBuffer::State::Error) {  // its index failed: so does the op
     c.storage.base = nullptr;
     return false;
   }
   c.storage.base = next;
-  c.checks.push_back({std::move(site), {}});
+  c.checks.push_back({site, {}});
+  c.checks.back().site.origin = origin;
   // One live state per graph: a newer state of the same graph replaces the
   // older one, which is then fused away.
   if (same_graph) {
@@ -228,7 +254,7 @@ bool record_index_check(OpCall& call, IndexCheckSite site, OpIndexChecks& into) 
   } else {
     c.entries.push_back({next, c.recorded, continues ? c.entries.back().chain : c.recorded, c.recorded + 1});
   }
-  remember(c, index, range, c.recorded);
+  remember(c, check.index, check.range, c.recorded);
   into.all.push_back(c.recorded);
   into.own.push_back(c.recorded);
   ++c.recorded;
@@ -256,8 +282,14 @@ void drop_index_checks(const OpIndexChecks& checks) {
   for (int64_t n : checks.own) {
     if (Check* k = c.unread(n)) k->dropped = true;
     // Nobody else may rely on a check whose failure will not be told.
-    std::erase_if(c.checked, [n](const Checked& k) { return k.number == n; });
+    for (Checked& k : c.checked)
+      if (k.address && k.number == n) k = Checked{};
   }
+  // Its state ends the chain: should the dropped check fail (its op raised
+  // for another reason, an index into an empty dimension say), later
+  // checks chained after it would count as stopped by that failure, and
+  // their ops' good results would be poisoned.
+  if (!checks.own.empty() && checks.own.back() == c.recorded - 1) c.restart = true;
 }
 
 void check_index_flags() {

@@ -24,6 +24,7 @@
 // checking never flushes pending work.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -51,13 +52,24 @@ struct OpIndexChecks {
   std::vector<int64_t> all, own;
 };
 
-// Records the check `call` (kIndexOutOfRange with its index and range; the
-// state argument is added here) into the current graph, with
-// OpCall::fuse_with_next: strict runs it in one program with the op
-// recorded next, not alone. An index already checked and not failed (or
-// not read yet) is not checked again: its check is added to `into`.
-// False when nothing was recorded (the index carries an error: so will the op).
-bool record_index_check(OpCall& call, IndexCheckSite site, OpIndexChecks& into);
+// One index argument of an op to check: the elements read (a view of its
+// storage) and the range they must lie in, as lowering/index_range.h takes
+// it: {lo, hi, ignore, has_ignore}.
+struct IndexCheck {
+  TensorInput index;
+  std::array<int64_t, 4> range{};
+  int device = 0;
+};
+
+// Records `check` into the current graph (lowering::kIndexOutOfRange, with
+// the chain's state), with OpCall::fuse_with_next: strict runs it in one
+// program with the op recorded next, not alone. An index already checked
+// and not failed (or not read yet) is not checked again: its check is
+// added to `into`. `origin`: the op's Python line, asked of the origin
+// provider when a check is recorded (and given back for the op). False
+// when nothing was recorded (the index carries an error: so will the op).
+bool record_index_check(const IndexCheck& check, const IndexCheckSite& site,
+                        std::shared_ptr<const std::string>& origin, OpIndexChecks& into);
 // The op's results, poisoned if one of its checks fails.
 void watch_index_results(const OpIndexChecks& checks, const std::vector<std::weak_ptr<DeviceBuffer>>& results);
 // The op raised instead of running: a failure of its own checks is not

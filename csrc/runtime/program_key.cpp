@@ -120,16 +120,16 @@ std::string launch_key(const Graph& g, const std::vector<std::pair<int, int>>& l
   return key;
 }
 
-void single_node_key(std::string& key, const std::string& sig, int params, int results, int device) {
+void appended_node_key(std::string& key, const std::string* graph_key, const std::string& sig,
+                       const std::string& links, const std::vector<std::pair<int, int>>& live_ids,
+                       int params, int device) {
   key.clear();
+  if (graph_key) key += *graph_key;
   key += sig;
   key += '{';
-  for (int p = 0; p < params; ++p) append_param_link(key, p);
+  key += links;
   key += '}';
-  thread_local std::vector<std::pair<int, int>> live_ids;
   thread_local std::vector<int> alias;
-  live_ids.clear();
-  for (int r = 0; r < results; ++r) live_ids.emplace_back(0, r);
   alias.assign(static_cast<size_t>(params), -1);
   append_launch(key, live_ids, alias, device);
 }

@@ -194,7 +194,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
   prepare(call, prepared);
   Node& node = prepared.node;
   node.origin = std::move(call.origin);
-  if (!node.origin && origin_provider) node.origin = origin_provider();
+  if (!node.origin) node.origin = ask_origin();
   count("ops_recorded");
 
   // An input that failed poisons this op's results without running it.
@@ -260,5 +260,11 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_op_alone(OpCall& call) {
 }
 
 void set_origin_provider(OriginProvider provider) { executor::origin_provider = provider; }
+
+namespace executor {
+
+std::shared_ptr<const std::string> ask_origin() { return origin_provider ? origin_provider() : nullptr; }
+
+}  // namespace executor
 
 }  // namespace torch_tpu::runtime
