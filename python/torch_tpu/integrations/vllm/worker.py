@@ -55,10 +55,11 @@ class TpuModelRunner(CPUModelRunner):
         where = {p.device.type for p in self.model.parameters()}
         if where != {"tpu"}:
             raise RuntimeError(f"vLLM on tpu: the model's weights were placed on {sorted(where)}")
-        # vLLM's loaders write the shards of a merged weight (qkv, gate/up)
-        # through narrowed views, which leaves its storage a byte buffer that
-        # every step's program would reinterpret (a copy of the weight per
-        # step); a copy of each weight made once stores it in its own dtype.
+        # As loaded, the merged weights (qkv, gate/up: vLLM writes their
+        # shards through views) reached the step's program as byte buffers
+        # that it reinterpreted every step (a copy of each weight per step,
+        # in the optimized HLO); a copy of each weight made once stores it in
+        # its own dtype.
         with torch.no_grad():
             for param in self.model.parameters():   # tied weights are one Parameter
                 param.data = param.data.clone()
