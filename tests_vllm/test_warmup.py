@@ -46,7 +46,7 @@ def test_every_batch_lands_in_the_warmup_set(max_tokens, max_seqs, max_len):
         seq = np.repeat(np.arange(len(seq_lens)), np.diff(qsl))
         pos = (seq_lens - np.diff(qsl))[seq] + np.arange(t_act) - qsl[seq]
         assert (a["query_pos"].reshape(-1)[slot] == pos).all()
-        keys = a["key_slots"].reshape(rows, blocks * block)[slot // chunk, :: block] // block
+        keys = a["key_blocks"].reshape(rows, blocks)[slot // chunk]
         assert (keys == table[seq]).all()
 
 

@@ -2,18 +2,21 @@
 
 The KV cache of a layer is one `tpu` tensor `[2, num_blocks * block_size,
 num_kv_heads, head_size]` (keys, then values; block b holds slots
-b * block_size ...). It is indexed by slot, never viewed: reading or writing a
-view of it would be a program over the whole cache. A step:
+b * block_size ...). It is written by slot, never through a view: writing a
+view of it would be a program over the whole cache; it is read through a view
+(keys or values, by block) only inside the step's fused program, where XLA
+gathers from the cache's buffer itself. A step:
 - writes the new keys and values into their slots with one `index_put_` (a
   scatter); the cache is uniquely owned, so torch_tpu donates its buffer and
   XLA updates it in place: the write costs the new tokens, not the cache
   (`index_copy_` lowers to a pass over the whole cache: 140 ms a step for 64 MiB
   where `index_put_` takes 0.2 ms);
 - lays the step's queries out in rows of `chunk` tokens, each row the next
-  tokens of one sequence, and gathers each row's key slots through its
-  sequence's block table (`index_select`); attends with a causal (and, for
-  sliding-window layers, windowed) mask built from positions, grouped-query
-  heads sharing their KV head, and Gemma-2's logit soft-capping.
+  tokens of one sequence, and gathers each row's keys and values through its
+  sequence's block table, a whole block at a time (`index_select` of blocks);
+  attends with a causal (and, for sliding-window layers, windowed) mask built
+  from positions, grouped-query heads sharing their KV head, and Gemma-2's
+  logit soft-capping.
 The row count and chunk are functions of the padded token count alone
 (buckets.query_layout): a decode step is one token a row, a prefill chunk of
 T tokens rows of about T / max_num_seqs tokens. So the shapes depend on two
@@ -22,10 +25,13 @@ tokens split into sequences: the programs are few, and a warm-up compiles them
 all (worker.py). Prefill, decode and mixed batches are the same computation.
 Every op is one torch_tpu lowers to StableHLO.
 
-The largest intermediates, per layer: the gathered keys and values,
-[2, R, L, kv_heads, head_size] with R <= 2 * max_num_seqs rows and L the key
+The largest intermediates, per layer: the gathered keys and values, two
+[R, L, kv_heads * head_size] with R <= 2 * max_num_seqs rows and L the key
 bucket (at most max_model_len), and the float32 scores [R, heads, C, L] with
-R * C about 3 * T query slots at most.
+R * C about 3 * T query slots at most. With at most
+BLOCK_DIAGONAL_MAX_KV_HEADS KV heads the queries are laid out block
+diagonally, [R, heads * C, kv_heads * head_size] (kv_heads times the query);
+with more, the gathered keys and values are transposed into copies.
 
 Block 0 is vLLM's null block (never handed to a request): padded tokens write
 there and padded block-table entries read from there, under the mask.
@@ -42,6 +48,9 @@ from vllm.v1.attention.backend import (AttentionBackend, AttentionImpl, Attentio
 from .buckets import bucket, query_layout
 
 DEVICE = "tpu"
+# Up to this many KV heads, attention's matmuls take the query heads block
+# diagonally (TpuPagedAttentionImpl.forward).
+BLOCK_DIAGONAL_MAX_KV_HEADS = 2
 
 
 class TpuPagedAttentionBackend(AttentionBackend):
@@ -90,7 +99,7 @@ class TpuPagedAttentionBackend(AttentionBackend):
 class TpuPagedAttentionMetadata:
     num_actual_tokens: int
     slots: torch.Tensor          # [T] cache slot of each (padded) token
-    key_slots: torch.Tensor      # [R * L * block_size] cache slot of each row's key positions
+    key_blocks: torch.Tensor     # [R * L] cache block of each row's key blocks
     query_index: torch.Tensor    # [R * C] token feeding each query slot of a row
     query_pos: torch.Tensor      # [R, C] position of each query slot, -1 for padding
     output_index: torch.Tensor   # [T] query slot holding each token's output
@@ -101,7 +110,7 @@ def _on_device(arrays: dict, num_actual_tokens: int) -> TpuPagedAttentionMetadat
     # One upload order for real steps and the warm-up: the fused program's
     # inputs come in that order, and the warm-up must produce the same program.
     dev = {k: torch.from_numpy(arrays[k]).to(DEVICE) for k in
-           ("slots", "key_slots", "query_index", "query_pos", "output_index", "key_pos")}
+           ("slots", "key_blocks", "query_index", "query_pos", "output_index", "key_pos")}
     return TpuPagedAttentionMetadata(num_actual_tokens=num_actual_tokens, **dev)
 
 
@@ -131,10 +140,9 @@ def step_arrays(t_pad, qsl, seq_lens, block_table, slot_mapping, rows, chunk, bl
 
     row_blocks = np.zeros((rows, blocks), np.int64)        # padded rows read the null block
     row_blocks[: len(seq_of_row)] = block_table[seq_of_row, :blocks]
-    key_slots = row_blocks[:, :, None] * block_size + np.arange(block_size)
     slots = np.zeros(t_pad, np.int64)
     slots[:t_act] = slot_mapping[:t_act]
-    return {"slots": slots, "key_slots": key_slots.reshape(-1), "query_index": query_index.reshape(-1),
+    return {"slots": slots, "key_blocks": row_blocks.reshape(-1), "query_index": query_index.reshape(-1),
             "query_pos": query_pos, "output_index": output_index,
             "key_pos": np.arange(blocks * block_size, dtype=np.int64)}
 
@@ -216,14 +224,31 @@ class TpuPagedAttentionImpl(AttentionImpl):
         g = h // hkv
         length = meta.key_pos.shape[0]
 
-        kv = kv_cache.index_select(1, meta.key_slots)                   # [2, R*L, Hkv, D]
-        kv = kv.view(2, r, length, hkv, d).permute(0, 1, 3, 2, 4)       # [2, R, Hkv, L, D]
-        keys, values = kv[0], kv[1]
+        # Keys and values are gathered apart, a block of slots at a time,
+        # each [R, L, Hkv * D] as the gather lays them out.
+        block = length * r // meta.key_blocks.shape[0]
+        blocks = kv_cache.view(2, kv_cache.shape[1] // block, block * hkv * d)
+        keys = blocks[0].index_select(0, meta.key_blocks).view(r, length, hkv * d).float()
+        values = blocks[1].index_select(0, meta.key_blocks).view(r, length, hkv * d).float()
 
         t = meta.output_index.shape[0]
         qs = query[:t].reshape(t, h, d).index_select(0, meta.query_index)  # [R*C, H, D]
-        qs = qs.view(r, c, hkv, g, d).permute(0, 2, 3, 1, 4).reshape(r, hkv, g * c, d)
-        scores = torch.matmul(qs.float(), keys.float().transpose(-1, -2)) * self.scale
+        qs = qs.view(r, c, hkv, g, d).permute(0, 2, 3, 1, 4).float()        # [R, Hkv, G, C, D]
+        if hkv <= BLOCK_DIAGONAL_MAX_KV_HEADS:
+            # Batched over rows alone: a row's query heads laid out block
+            # diagonally against the KV heads ([R, Hkv*G*C, Hkv*D], zero off
+            # the block of each head's own KV head) take the gathered keys and
+            # values as they are. Batched over (row, KV head), they would be
+            # transposed into a copy first; the zeros cost Hkv times the
+            # multiply-adds instead.
+            eye = torch.eye(hkv, dtype=torch.float32, device=query.device).view(1, hkv, 1, hkv, 1)
+            qs = (qs.reshape(r, hkv, g * c, 1, d) * eye).reshape(r, hkv * g * c, hkv * d)
+            scores = torch.matmul(qs, keys.transpose(1, 2)).view(r, hkv, g * c, length)
+        else:
+            keys = keys.view(r, length, hkv, d).permute(0, 2, 1, 3)          # [R, Hkv, L, D]
+            values = values.view(r, length, hkv, d).permute(0, 2, 1, 3)
+            scores = torch.matmul(qs.reshape(r, hkv, g * c, d), keys.transpose(-1, -2))
+        scores = scores * self.scale                                       # [R, Hkv, G*C, L]
         if self.logits_soft_cap:
             scores = torch.tanh(scores / self.logits_soft_cap) * self.logits_soft_cap
 
@@ -235,7 +260,11 @@ class TpuPagedAttentionImpl(AttentionImpl):
         allowed = allowed[:, None, None, :, :].expand(r, hkv, g, c, length).reshape(r, hkv, g * c, length)
         scores = scores.masked_fill(~allowed, torch.finfo(torch.float32).min)
         probs = torch.softmax(scores, dim=-1)
-        out = torch.matmul(probs, values.float())                          # [R, Hkv, G*C, D]
+        if hkv <= BLOCK_DIAGONAL_MAX_KV_HEADS:
+            out = torch.matmul(probs.view(r, hkv * g * c, length), values)    # [R, Hkv*G*C, Hkv*D]
+            out = (out.view(r, hkv, g * c, hkv, d) * eye).sum(3)               # [R, Hkv, G*C, D]
+        else:
+            out = torch.matmul(probs, values)                                  # [R, Hkv, G*C, D]
         out = out.view(r, hkv, g, c, d).permute(0, 3, 1, 2, 4).reshape(r * c, h, d)
         out = out.index_select(0, meta.output_index).to(output.dtype)       # [T, H, D]
         output[:t].copy_(out.view(output[:t].shape))

@@ -55,6 +55,15 @@ class TpuModelRunner(CPUModelRunner):
         where = {p.device.type for p in self.model.parameters()}
         if where != {"tpu"}:
             raise RuntimeError(f"vLLM on tpu: the model's weights were placed on {sorted(where)}")
+        # As loaded, the merged weights (qkv, gate/up: vLLM writes their
+        # shards through views) reached the step's program as byte buffers
+        # that it reinterpreted every step (a copy of each weight per step,
+        # in the optimized HLO); a copy of each weight made once stores it in
+        # its own dtype.
+        with torch.no_grad():
+            for param in self.model.parameters():   # tied weights are one Parameter
+                param.data = param.data.clone()
+        torch.tpu.synchronize()
         compute_logits = self.model.compute_logits
 
         # The sampler works on the host tensors the runner prepared; the rows
@@ -168,7 +177,8 @@ class TpuModelRunner(CPUModelRunner):
         ids = torch.tensor(block_ids, dtype=torch.long)
         slots = (ids[:, None] * block_size + torch.arange(block_size)).reshape(-1).to(self.tpu)
         for kv in {id(kv): kv for kv in self.kv_caches}.values():
-            zeros = torch.zeros((2, slots.shape[0], *kv.shape[2:]), dtype=kv.dtype, device=self.tpu)
+            zeros = torch.zeros((), dtype=kv.dtype, device=self.tpu).expand(
+                2, slots.shape[0], *kv.shape[2:])
             TpuPagedAttentionBackend.write_slots(kv, slots, zeros)
 
     def warmup_programs(self) -> list[tuple[int, int]]:
