@@ -151,6 +151,9 @@ void remember_flushed(const Graph& g);
 
 // ---- flush.cpp
 void flush_locked(std::shared_ptr<Graph> g, const char* reason);
+// Appends the graph's results someone still holds, and (node, result) of each.
+void live_results(const Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
+                  std::vector<std::pair<int, int>>& live_ids);
 
 // ---- launch.cpp
 // Every launch goes through here, so that synchronize() knows of it and its

@@ -9,9 +9,7 @@
 
 namespace torch_tpu::runtime {
 namespace executor {
-namespace {
 
-// The graph's results someone still holds, and (node, result) of each.
 void live_results(const Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
                   std::vector<std::pair<int, int>>& live_ids) {
   live.reserve(g.results.size());
@@ -25,6 +23,8 @@ void live_results(const Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& li
     }
   }
 }
+
+namespace {
 
 // "flush.<reason>", spelled on the stack: every strict op flushes.
 void count_flush(const char* reason) {

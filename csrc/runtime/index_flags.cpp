@@ -180,7 +180,7 @@ const Checked* find_checked(const Chain& c, const TensorInput& index, const std:
   const auto& buffer = index.storage->base;
   if (!buffer || buffer->state() == DeviceBuffer::State::Error) return nullptr;
   for (const Checked& k : c.checked)
-    if (k.address && k.address == buffer.get() && k.range == range && same_view(k.view, index.view) &&
+    if (k.address == buffer.get() && k.range == range && same_view(k.view, index.view) &&
         k.index.lock() == buffer)
       return &k;
   return nullptr;

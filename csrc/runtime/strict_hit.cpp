@@ -77,11 +77,12 @@ std::vector<std::shared_ptr<DeviceBuffer>> failed(const std::vector<hlo::TensorT
 // result) ids, gathered per op; cleared on the way out so that no buffer
 // is held past the op.
 struct Scratch {
-  std::vector<std::shared_ptr<DeviceBuffer>> params, rider_live;
+  LocalBases params;
+  std::vector<std::shared_ptr<DeviceBuffer>> rider_live;
   std::vector<std::pair<int, int>> live_ids;
   std::string links, key;
   void release() {
-    params.clear();
+    params.buffers.clear();
     rider_live.clear();
   }
 };
@@ -93,23 +94,14 @@ void hit_key(const OpCall& call, const Prepared& p, const Graph* riders, Scratch
   s.live_ids.clear();
   int node = 0;
   if (riders) {
-    s.params = riders->params;
-    for (size_t n = 0; n < riders->results.size(); ++n)
-      for (size_t r = 0; r < riders->results[n].size(); ++r)
-        if (auto b = riders->results[n][r].lock()) {
-          s.rider_live.push_back(std::move(b));
-          s.live_ids.emplace_back(static_cast<int>(n), static_cast<int>(r));
-        }
+    s.params.buffers = riders->params;
+    live_results(*riders, s.rider_live, s.live_ids);
     node = static_cast<int>(riders->nodes.size());
   }
-  for (const auto& b : p.bases.buffers) {
-    size_t i = std::find(s.params.begin(), s.params.end(), b) - s.params.begin();
-    if (i == s.params.size()) s.params.push_back(b);
-    append_param_link(s.links, static_cast<int>(i));
-  }
+  for (const auto& b : p.bases.buffers) append_param_link(s.links, s.params.index_of(b));
   for (size_t j = 0; j < p.node.types->results.size(); ++j) s.live_ids.emplace_back(node, static_cast<int>(j));
   appended_node_key(s.key, riders ? &riders->key : nullptr, p.sig, s.links, s.live_ids,
-                    static_cast<int>(s.params.size()), call.device);
+                    static_cast<int>(s.params.buffers.size()), call.device);
 }
 
 }  // namespace
@@ -149,7 +141,7 @@ std::optional<std::vector<std::shared_ptr<DeviceBuffer>>> strict_hit(const OpCal
   CompileJob job;
   job.program = program;
   job.device = call.device;
-  feed_arguments(scratch.params, nodes, call.device, *program, job);  // none failed: materialized
+  feed_arguments(scratch.params.buffers, nodes, call.device, *program, job);  // none failed: materialized
   try {
     check_allocation(call.device, new_bytes, [&] { return "tpu op " + describe(nodes.back()); });
   } catch (const Error& e) {
