@@ -310,3 +310,51 @@ def test_checks_at_the_integer_limits_agree_with_the_cpu(run_python, mode):
     assert len(cases) == 17, r.stdout
     assert all(line.split()[4] == "True" for line in cases), "\n".join(cases)
     assert sum("IndexError" in line for line in cases) >= 9, "\n".join(cases)
+
+
+# Strict's checks wait for the next read and run there as one program: the
+# check still reads the index the op read (an in-place write to the index
+# after the op makes a new buffer, and the waiting check holds the old one),
+# and more checks than wait at once (64) run in several programs with the
+# failure still named. The reference is the CPU, which raises at the op.
+WAITING = """
+import torch, torch_tpu
+torch_tpu.set_eager_mode("strict")
+x = torch.arange(6.0, device="tpu")
+i = torch.tensor([9], device="tpu")
+y = x.index_select(0, i)                   # LINE-WRITTEN
+i.sub_(9)                                  # now in range: too late for y
+try:
+    print("written: SILENT", y.cpu().tolist())
+except IndexError as e:
+    print("written:", e)
+print("index now:", x.index_select(0, i).cpu().tolist())
+xc = torch.arange(6.0)
+got, want = [], []
+for k in range(150):
+    k_idx = torch.tensor([k % 6, (k * 5) % 6])
+    got.append(x.gather(0, k_idx.to("tpu")))
+    want.append(xc.gather(0, k_idx))
+    if k == 100:
+        bad = x.gather(0, torch.tensor([6], device="tpu"))  # LINE-MANY
+try:
+    torch.tpu.synchronize()
+    print("many: SILENT")
+except IndexError as e:
+    print("many:", e)
+print("values:", all(torch.equal(g.cpu(), w) for g, w in zip(got[:100], want)))
+"""
+
+
+def test_strict_checks_wait_for_the_read_and_read_the_index_the_op_read(run_python):
+    r = run_python(WAITING, TORCH_TPU_CHECK_INDICES=None)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = dict(line.split(": ", 1) for line in r.stdout.splitlines() if ": " in line)
+    at = {m: next(i for i, c in enumerate(WAITING.splitlines(), 1) if m in c)
+          for m in ("LINE-WRITTEN", "LINE-MANY")}
+    assert "aten::index_select" in lines["written"], lines
+    assert f"<string>:{at['LINE-WRITTEN']}" in lines["written"], lines
+    assert lines["index now"] == "[0.0]", lines
+    assert "aten::gather" in lines["many"], lines
+    assert f"<string>:{at['LINE-MANY']}" in lines["many"], lines
+    assert lines["values"] == "True", lines

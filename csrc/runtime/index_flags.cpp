@@ -44,6 +44,21 @@ struct Entry {
 
 constexpr size_t kRemembered = 16;
 
+// A strict check waiting for the next read. It holds the index's buffer:
+// its value is read then (buffers never change value), and a held buffer
+// is never donated to a later op.
+struct Waiting {
+  std::shared_ptr<DeviceBuffer> index;
+  ViewGeometry view;
+  bool padded = false;
+  std::array<int64_t, 4> range{};
+  int64_t number = 0;
+};
+// Strict runs its waiting checks as one program at the next read, or
+// once this many wait or the indices they hold reach kMaxWaitingBytes.
+constexpr size_t kMaxWaiting = 64;
+constexpr int64_t kMaxWaitingBytes = int64_t{64} << 20;
+
 // A device's checks not read yet. checks[i] is check number read + i.
 struct Chain {
   explicit Chain(int device) : storage(kStateType.nbytes(), device) {}
@@ -57,6 +72,8 @@ struct Chain {
   // slot's address is null.
   std::array<Checked, kRemembered> checked;
   size_t next_checked = 0;
+  std::vector<Waiting> waiting;  // strict's checks, in order of their numbers
+  int64_t waiting_bytes = 0;
   void forget_checked() {
     for (Checked& k : checked) k = Checked{};
   }
@@ -193,24 +210,88 @@ void remember(Chain& c, const TensorInput& index, const std::array<int64_t, 4>& 
 
 // The check's node: the index, its range and, when the chain goes on, the
 // state of the check before it.
-OpCall check_call(const IndexCheck& check, Storage* state) {
+OpCall check_call(const TensorInput& index, const std::array<int64_t, 4>& range, int device, Storage* state) {
   OpCall call;
   call.lowering = &lowering::kIndexOutOfRange;
-  call.device = check.device;
+  call.device = device;
   call.fuse_with_next = true;
   call.args.resize(state ? 3 : 2);
   call.inputs.resize(call.args.size());
   call.args[0].kind = lowering::Arg::Kind::Tensor;
-  call.inputs[0].emplace_back(check.index);
+  call.inputs[0].emplace_back(index);
   call.args[1].kind = lowering::Arg::Kind::IntList;
   call.args[1].index = 1;
-  call.args[1].ints.assign(check.range.begin(), check.range.end());
+  call.args[1].ints.assign(range.begin(), range.end());
   if (state) {
     call.args[2].kind = lowering::Arg::Kind::Tensor;
     call.args[2].index = 2;
     call.inputs[2].emplace_back(TensorInput{state, whole_view(kStateType), false});
   }
   return call;
+}
+
+// Records check number `number` of chain `c` into the current graph. With
+// `fuse`, it runs in one program with the node recorded next. False when
+// its index carries an error (so does its op).
+bool emit(Chain& c, const TensorInput& index, const std::array<int64_t, 4>& range, int64_t number,
+          const std::shared_ptr<const std::string>& origin, bool fuse) {
+  // Checks chain across graphs, so that a read of the newest state that
+  // ran answers for all before it: a strict op is a graph of its own, and
+  // a state read costs a wait on the device. A graph takes the previous
+  // graph's state as an input, which orders it after that graph's checks
+  // on the device but never makes the host wait.
+  const auto& base = c.storage.base;
+  const bool continues = base && !c.restart && base->state() != DeviceBuffer::State::Error &&
+                         !c.entries.empty() && c.entries.back().state == base &&
+                         c.entries.back().end == number && number - c.entries.back().chain < kMaxChain;
+  const bool same_graph = continues && base->graph() && !base->graph()->flushed;
+  c.restart = false;
+  OpCall call = check_call(index, range, c.storage.device, continues ? &c.storage : nullptr);
+  call.fuse_with_next = fuse;
+  call.origin = origin;
+  std::shared_ptr<DeviceBuffer> next = run_op(call)[0];
+  if (next->state() == DeviceBuffer::State::Error) {
+    c.storage.base = nullptr;
+    return false;
+  }
+  c.storage.base = next;
+  // One live state per graph: a newer state of the same graph replaces the
+  // older one, which is then fused away.
+  if (same_graph) {
+    c.entries.back().state = next;
+    c.entries.back().end = number + 1;
+  } else {
+    c.entries.push_back({next, number, continues ? c.entries.back().chain : number, number + 1});
+  }
+  return true;
+}
+
+// Strict's waiting checks, as one program (each fused with the next). A
+// check whose op raised, or whose index failed since, is left out; the
+// chain restarts after it, since a chain's states count its checks.
+void run_waiting(Chain& c) {
+  std::vector<Waiting> batch;
+  batch.swap(c.waiting);
+  c.waiting_bytes = 0;
+  std::vector<const Waiting*> kept;
+  for (const Waiting& w : batch) {
+    Check* k = c.unread(w.number);
+    if (k && !k->dropped && w.index->state() != DeviceBuffer::State::Error) {
+      kept.push_back(&w);
+      continue;
+    }
+    if (k) k->dropped = true;
+  }
+  // emit() orders a check after the one numbered just before it only; a
+  // gap left by a dropped check starts a new chain (continues is false).
+  for (size_t i = 0; i < kept.size(); ++i) {
+    const Waiting& w = *kept[i];
+    Storage held(0, w.index->device());
+    held.base = w.index;
+    if (!emit(c, TensorInput{&held, w.view, w.padded}, w.range, w.number, c.unread(w.number)->site.origin,
+              i + 1 < kept.size()))
+      c.unread(w.number)->dropped = true;
+  }
 }
 
 }  // namespace
@@ -224,40 +305,27 @@ bool record_index_check(const IndexCheck& check, const IndexCheckSite& site,
     into.all.push_back(k->number);
     return true;
   }
-  // Checks chain across graphs, so that a read of the newest state that
-  // ran answers for all before it: a strict op is a graph of its own, and
-  // a state read costs a wait on the device. A graph takes the previous
-  // graph's state as an input, which orders it after that graph's checks
-  // on the device but never makes the host wait.
-  const auto& base = c.storage.base;
-  const bool continues = base && !c.restart && base->state() != DeviceBuffer::State::Error &&
-                         !c.entries.empty() && c.entries.back().state == base &&
-                         c.recorded - c.entries.back().chain < kMaxChain;
-  const bool same_graph = continues && base->graph() && !base->graph()->flushed;
-  c.restart = false;
-  OpCall call = check_call(check, continues ? &c.storage : nullptr);
+  const auto& index = check.index.storage->base;
+  if (!index || index->state() == DeviceBuffer::State::Error) return false;  // so does the op
   if (!origin) origin = executor::ask_origin();
-  call.origin = origin;
-  std::shared_ptr<DeviceBuffer> next = run_op(call)[0];
-  if (next->state() == DeviceBuffer::State::Error) {  // its index failed: so does the op
-    c.storage.base = nullptr;
+  const int64_t number = c.recorded;
+  // Strict would launch the check with its op, an extra input and output
+  // and a reduction in every checked op's program; instead its checks wait
+  // for the next read and run together, in one program. defer_and_fuse
+  // fuses them into its graph.
+  if (executor::mode == EagerMode::Strict) {
+    c.waiting.push_back({index, check.index.view, check.index.padded, check.range, number});
+    c.waiting_bytes += index->type().nbytes();
+  } else if (!emit(c, check.index, check.range, number, origin, true)) {
     return false;
   }
-  c.storage.base = next;
   c.checks.push_back({site, {}});
   c.checks.back().site.origin = origin;
-  // One live state per graph: a newer state of the same graph replaces the
-  // older one, which is then fused away.
-  if (same_graph) {
-    c.entries.back().state = next;
-    c.entries.back().end = c.recorded + 1;
-  } else {
-    c.entries.push_back({next, c.recorded, continues ? c.entries.back().chain : c.recorded, c.recorded + 1});
-  }
-  remember(c, check.index, check.range, c.recorded);
-  into.all.push_back(c.recorded);
-  into.own.push_back(c.recorded);
+  remember(c, check.index, check.range, number);
+  into.all.push_back(number);
+  into.own.push_back(number);
   ++c.recorded;
+  if (c.waiting.size() >= kMaxWaiting || c.waiting_bytes >= kMaxWaitingBytes) run_waiting(c);
   if (c.checks.size() > kMaxUnread) {
     std::string failed = read_chains();
     if (!failed.empty()) fail(ErrorKind::Index, failed);
@@ -302,6 +370,11 @@ void check_index_flags() {
   struct Reset {
     ~Reset() { checking = false; }
   } reset;
+  {
+    std::lock_guard<std::recursive_mutex> lock(executor::mu);
+    for (auto& [d, c] : chains)
+      if (!c.waiting.empty()) run_waiting(c);
+  }
   std::string failed = read_chains();
   if (!failed.empty()) fail(ErrorKind::Index, failed);
 }

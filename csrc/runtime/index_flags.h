@@ -1,9 +1,12 @@
 // Device-side index checks (on by default in strict and defer_and_fuse;
 // TORCH_TPU_CHECK_INDICES=0 turns them off), where a CUDA kernel would
 // assert. A device cannot raise, so each checked op records a tiny node
-// (lowering/index_range.h) beside it that reads its indices and yields an
-// i32 state: in strict it is fused into the op's own program (no second
-// launch). Each check takes the state of the check before it, within a
+// (lowering/index_range.h) that reads its indices and yields an i32 state:
+// in defer_and_fuse into the op's graph; in strict, where each op is its
+// own program, the check waits on the host (holding the index buffer, whose
+// value never changes) until the next read, and the waiting checks run
+// then as one program: fused into every op's program they cost each op an
+// extra input, output and reduction. Each check takes the state of the check before it, within a
 // graph and across graphs, and counts on the device: the newest state of
 // the chain names its first failed check. So a graph however many checks
 // it holds has one live state, and one read answers for every graph
@@ -61,13 +64,13 @@ struct IndexCheck {
   int device = 0;
 };
 
-// Records `check` into the current graph (lowering::kIndexOutOfRange, with
-// the chain's state), with OpCall::fuse_with_next: strict runs it in one
-// program with the op recorded next, not alone. An index already checked
-// and not failed (or not read yet) is not checked again: its check is
-// added to `into`. `origin`: the op's Python line, asked of the origin
-// provider when a check is recorded (and given back for the op). False
-// when nothing was recorded (the index carries an error: so will the op).
+// Records `check`: into the current graph (lowering::kIndexOutOfRange,
+// with the chain's state, and OpCall::fuse_with_next), or in strict, for
+// the next read. An index already checked and not failed (or not read yet)
+// is not checked again: its check is added to `into`. `origin`: the op's
+// Python line, asked of the origin provider when a check is recorded (and
+// given back for the op). False when nothing was recorded (the index
+// carries an error: so will the op).
 bool record_index_check(const IndexCheck& check, const IndexCheckSite& site,
                         std::shared_ptr<const std::string>& origin, OpIndexChecks& into);
 // The op's results, poisoned if one of its checks fails.

@@ -1,7 +1,7 @@
 // Strict mode's cache hit, without going through a flush. A strict op is a
 // graph of one node, flushed as soon as it is recorded -- or of the op and
-// the index checks riding along with it (runtime/index_flags.h), recorded
-// just before it into a graph that waits for the op. When the op has no
+// nodes recorded just before it into a graph that waits for it (strict's
+// waiting index checks, run together at a read: runtime/index_flags.h). When the op has no
 // destination and every input base is materialized, everything the graph
 // machinery would work out has one answer: the riders' graph parameters
 // come first, then each distinct base of the op not among them, in order;
@@ -38,7 +38,7 @@ bool holds(const std::vector<std::shared_ptr<DeviceBuffer>>& buffers, const std:
 }
 
 // The graph recorded before this op on its device, when it holds only
-// index checks waiting for it (OpCall::fuse_with_next) whose parameters
+// index checks fused with it (OpCall::fuse_with_next) whose parameters
 // are materialized and none of which the launch would donate; null when
 // there is no graph. False when the op must take the general path.
 bool riders_of(const OpCall& call, const Prepared& p, std::shared_ptr<Graph>& riders) {
