@@ -17,12 +17,14 @@ rounds) and the median of the rounds is reported, because this machine is
 shared and its speed drifts. Prints steps per second and compile_tpu's ratio
 to every peer; writes benchmarks/results/compile.{json,png}.
 
-JAX's jaxlib carries its own XLA, newer than the xla-cpu-pjrt plugin: it
-hands dots to the YNNPACK library (fusions of kind __ynn_fusion), which the
-plugin's XLA does not do. To compare the same code generation, turn that off
-for JAX (the flag is a no-op for the plugin):
+JAX's jaxlib carries its own XLA: by default it hands dots and reductions to
+the YNNPACK library (fusions of kind __ynn_fusion), which the xla-cpu-pjrt
+plugin does only when asked. To compare the same code generation, turn that
+off for JAX (the plugin's default already has it off):
 
     XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type= python3 benchmarks/compile.py
+
+benchmarks/program_gap.py tells how much of the distance is the plugin's.
 
     python3 benchmarks/compile.py [--sizes issue,small]   # needs `pip install jax jaxlib` for the JAX peer
 """
