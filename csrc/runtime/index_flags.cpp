@@ -210,11 +210,12 @@ void remember(Chain& c, const TensorInput& index, const std::array<int64_t, 4>& 
 
 // The check's node: the index, its range and, when the chain goes on, the
 // state of the check before it.
-OpCall check_call(const TensorInput& index, const std::array<int64_t, 4>& range, int device, Storage* state) {
+OpCall check_call(const TensorInput& index, const std::array<int64_t, 4>& range, int device, Storage* state,
+                  bool fuse) {
   OpCall call;
   call.lowering = &lowering::kIndexOutOfRange;
   call.device = device;
-  call.fuse_with_next = true;
+  call.fuse_with_next = fuse;
   call.args.resize(state ? 3 : 2);
   call.inputs.resize(call.args.size());
   call.args[0].kind = lowering::Arg::Kind::Tensor;
@@ -246,8 +247,7 @@ bool emit(Chain& c, const TensorInput& index, const std::array<int64_t, 4>& rang
                          c.entries.back().end == number && number - c.entries.back().chain < kMaxChain;
   const bool same_graph = continues && base->graph() && !base->graph()->flushed;
   c.restart = false;
-  OpCall call = check_call(index, range, c.storage.device, continues ? &c.storage : nullptr);
-  call.fuse_with_next = fuse;
+  OpCall call = check_call(index, range, c.storage.device, continues ? &c.storage : nullptr, fuse);
   call.origin = origin;
   std::shared_ptr<DeviceBuffer> next = run_op(call)[0];
   if (next->state() == DeviceBuffer::State::Error) {
@@ -273,11 +273,11 @@ void run_waiting(Chain& c) {
   std::vector<Waiting> batch;
   batch.swap(c.waiting);
   c.waiting_bytes = 0;
-  std::vector<const Waiting*> kept;
+  std::vector<std::pair<const Waiting*, Check*>> kept;
   for (const Waiting& w : batch) {
     Check* k = c.unread(w.number);
     if (k && !k->dropped && w.index->state() != DeviceBuffer::State::Error) {
-      kept.push_back(&w);
+      kept.emplace_back(&w, k);
       continue;
     }
     if (k) k->dropped = true;
@@ -285,12 +285,11 @@ void run_waiting(Chain& c) {
   // emit() orders a check after the one numbered just before it only; a
   // gap left by a dropped check starts a new chain (continues is false).
   for (size_t i = 0; i < kept.size(); ++i) {
-    const Waiting& w = *kept[i];
-    Storage held(0, w.index->device());
-    held.base = w.index;
-    if (!emit(c, TensorInput{&held, w.view, w.padded}, w.range, w.number, c.unread(w.number)->site.origin,
-              i + 1 < kept.size()))
-      c.unread(w.number)->dropped = true;
+    const auto& [w, k] = kept[i];
+    Storage held(0, w->index->device());
+    held.base = w->index;
+    if (!emit(c, TensorInput{&held, w->view, w->padded}, w->range, w->number, k->site.origin, i + 1 < kept.size()))
+      k->dropped = true;
   }
 }
 

@@ -6,9 +6,9 @@
 // own program, the check waits on the host (holding the index buffer, whose
 // value never changes) until the next read, and the waiting checks run
 // then as one program: fused into every op's program they cost each op an
-// extra input, output and reduction. Each check takes the state of the check before it, within a
-// graph and across graphs, and counts on the device: the newest state of
-// the chain names its first failed check. So a graph however many checks
+// extra input, output and reduction. Each check takes the state of the
+// check before it, within a graph and across graphs, and counts on the
+// device: the newest state of the chain names its first failed check. So a graph however many checks
 // it holds has one live state, and one read answers for every graph
 // before it -- in strict, where each op is a graph, a read per op would
 // cost a device wait per op. A graph reading an earlier graph's state is

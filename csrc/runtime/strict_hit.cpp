@@ -1,12 +1,12 @@
 // Strict mode's cache hit, without going through a flush. A strict op is a
 // graph of one node, flushed as soon as it is recorded -- or of the op and
 // nodes recorded just before it into a graph that waits for it (strict's
-// waiting index checks, run together at a read: runtime/index_flags.h). When the op has no
-// destination and every input base is materialized, everything the graph
-// machinery would work out has one answer: the riders' graph parameters
-// come first, then each distinct base of the op not among them, in order;
-// every result someone holds is live (the caller holds all of the op's);
-// nothing is donated (each input's storage, or the check chain, still holds
+// waiting index checks, run together at a read: runtime/index_flags.h).
+// When the op has no destination and every input base is materialized,
+// everything the graph machinery would work out has one answer: the
+// riders' graph parameters come first, then each distinct base of the op
+// not among them, in order; every result someone holds is live (the
+// caller holds all of the op's); nothing is donated (each input's storage, or the check chain, still holds
 // its buffer -- checked here). So the program key follows from the riders'
 // graph key and the op's signature (appended_node_key spells launch_key's
 // text for that graph), and when the program is cached it is launched here
