@@ -1,6 +1,7 @@
 """The three eager modes, deferred graphs and their cut points, debug checks,
 and the persistent executable cache."""
 import collections
+import copy
 import os
 import re
 import subprocess
@@ -147,6 +148,33 @@ def test_repeated_sequence_is_cut_where_it_was_before(defer):
     # the same ten ops again: cut without waiting for a value to leave
     assert counters()["flush.repeat"] == before + 1
     torch.testing.assert_close(x.cpu(), torch.full((4,), 1.5 ** 20))
+
+
+def test_unread_loop_is_cut_where_each_iteration_ends(defer):
+    # Inference over batches, the outputs kept and read at the end: no read
+    # cuts the loop, so its first graph finds the period (two equal
+    # iterations) and every later iteration is cut where it ends. Blocks of
+    # any length then run the one iteration's program.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), *[
+        torch.nn.Sequential(torch.nn.LayerNorm(16), torch.nn.GELU(), torch.nn.Linear(16, 16),
+                            torch.nn.Tanh(), torch.nn.Linear(16, 16)) for _ in range(4)])
+    ref = [torch.randn(3, 8) for _ in range(17)]
+    tpu_model = copy.deepcopy(model).to("tpu")
+    misses, graphs, done = [], [], 0
+    with torch.no_grad():
+        for block in (4, 3, 6, 4):
+            before = counters()
+            outs = [tpu_model(x.to("tpu")) for x in ref[done:done + block]]
+            after = counters()
+            misses.append(after["misses"] - before["misses"])
+            graphs.append(after["flush.repeat"] - before["flush.repeat"])
+            for x, out in zip(ref[done:done + block], outs):
+                torch.testing.assert_close(out.cpu(), model(x), rtol=1e-5, atol=1e-5)
+            done += block
+    # The first block: a graph of two iterations, then one per iteration.
+    assert graphs == [3, 3, 6, 4]
+    assert misses[2:] == [0, 0]
 
 
 def test_short_graphs_do_not_cut_later_ones(defer):

@@ -143,6 +143,10 @@ void flush_due_cut(int device);
 // or at a repeat (held while an optimizer step runs).
 void cut_after_record(const std::shared_ptr<Graph>& g,
                       const std::vector<std::shared_ptr<DeviceBuffer>>& results);
+// Notes the node of `call` about to be appended to `g` (its signature
+// `sig`, its bases `links`) for the period detection; sets g.period when
+// the graph's shapes have become two equal halves.
+void track_period(Graph& g, const OpCall& call, const std::string& sig, const std::vector<BaseRef>& links);
 // A flush of `g` begins: "repeat" when a held cut made it due (which ends
 // the hold), else `reason`.
 const char* flush_reason(const Graph& g, const char* reason);

@@ -91,6 +91,14 @@ class Graph : public std::enable_shared_from_this<Graph> {
   std::vector<std::vector<int>> replaced_param;
   std::string key;
   uint64_t rolling_hash = 1469598103934665603ULL;
+  // defer_and_fuse's period detection (runtime/cut_policy.cpp): each node's
+  // place among the shaped nodes (-1: an index check); each shaped node's
+  // shape and the rolling hash of the shapes through it; the periods still
+  // being verified, and one found (the shapes are two equal halves).
+  std::vector<int> shape_at;
+  std::vector<uint64_t> shapes, shape_hashes;
+  std::vector<size_t> periods;
+  size_t period = 0;
   bool flushed = false;
   bool cut_due = false;  // complete: a held repeat cut (runtime/executor.h)
   bool capturing = false;  // recorded for torch.compile: never flushed, only captured

@@ -171,7 +171,10 @@ std::vector<std::shared_ptr<DeviceBuffer>> append_node(const std::shared_ptr<Gra
   g->key += links;
   g->key += '}';
   // Only the repeat cut reads the rolling hash (runtime/cut_policy.cpp).
-  if (mode == EagerMode::DeferAndFuse) g->rolling_hash = fnv(fnv(g->rolling_hash, prepared.sig), links);
+  if (mode == EagerMode::DeferAndFuse) {
+    g->rolling_hash = fnv(fnv(g->rolling_hash, prepared.sig), links);
+    track_period(*g, call, prepared.sig, global);
+  }
   std::vector<std::shared_ptr<DeviceBuffer>> results(types.size());
   g->nodes.push_back(std::move(node));
   g->results.emplace_back(types.size());
