@@ -17,7 +17,14 @@ steadier figure); medians of the rounds are printed.
 If jax_plugin is as slow as compile_tpu, the distance is the plugin's, not our
 programs'.
 
+A configuration may carry a device count for the CPU plugin, `compile_tpu@4`:
+its process runs with TORCH_TPU_CPU_DEVICES=4 (jax_plugin asks the plugin for
+as many with the create option cpu_device_count; without a count both ask for
+TORCH_TPU_CPU_DEVICES, default 1, as the runtime does). `--cpu-devices 1,4`
+gives each configuration once per count, so the counts alternate too:
+
     python3 benchmarks/program_gap.py [--workloads inference,grad,train] [--rounds 4]
+    python3 benchmarks/program_gap.py --configs compile_tpu --cpu-devices 1,4
 """
 import argparse
 import json
@@ -82,7 +89,10 @@ def one(config, workload, size, seconds):
             # Not torch_tpu.platform(): that would start a second client of the plugin.
             path = os.environ.get("TORCH_TPU_PJRT_PLUGIN") or os.path.join(
                 os.path.dirname(plugin.__file__), "xla_cpu_pjrt.so")
-            xla_bridge.register_plugin("xla_cpu_pjrt", library_path=path)
+            # The count torch_tpu's runtime would ask for, so that both run the plugin alike.
+            devices = int(os.environ.get("TORCH_TPU_CPU_DEVICES") or 1)
+            xla_bridge.register_plugin("xla_cpu_pjrt", library_path=path,
+                                       options={"cpu_device_count": devices})
         jax.config.update("jax_platforms", "xla_cpu_pjrt" if config == "jax_plugin" else "cpu")
         import jax_gpt
 
@@ -123,6 +133,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workloads", default="inference,grad,train")
     p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument("--cpu-devices", default="",
+                   help="comma-separated CPU plugin device counts; each config runs with each")
     p.add_argument("--size", default="small")
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--seconds", type=float, default=1.0, help="timed seconds per process")
@@ -131,21 +143,26 @@ def main():
     if args.one:
         return one(*args.one, args.size, args.seconds)
     configs = args.configs.split(",")
+    if args.cpu_devices:
+        configs = [f"{c}@{n}" for c in configs for n in args.cpu_devices.split(",")]
     for workload in args.workloads.split(","):
         runs = {c: [] for c in configs}
         for r in range(args.rounds):
             for c in configs if r % 2 == 0 else reversed(configs):
-                out = subprocess.run([sys.executable, __file__, "--one", c, workload, "--size", args.size,
-                                      "--seconds", str(args.seconds)], capture_output=True, text=True)
+                name, _, devices = c.partition("@")
+                env = dict(os.environ, **({"TORCH_TPU_CPU_DEVICES": devices} if devices else {}))
+                out = subprocess.run([sys.executable, __file__, "--one", name, workload, "--size", args.size,
+                                      "--seconds", str(args.seconds)], capture_output=True, text=True,
+                                     env=env)
                 lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
                 if out.returncode or not lines:
                     sys.exit(f"{c}/{workload} failed:\n{out.stderr[-2000:]}")
                 runs[c].append(json.loads(lines[-1]))
-        print(f"\n{workload}[{args.size}] (ms per step, median of {args.rounds} processes each)")
+        print(f"\n{workload}[{args.size}] (ms per step, median [min-max] of {args.rounds} processes each)")
         for c, rs in runs.items():
-            wall = statistics.median(x["wall_ms"] for x in rs)
-            cpu = statistics.median(x["cpu_ms"] for x in rs)
-            print(f"  {c:<12} wall {wall:7.3f}   process CPU {cpu:7.3f}")
+            walls, cpus = [x["wall_ms"] for x in rs], [x["cpu_ms"] for x in rs]
+            print(f"  {c:<14} wall {statistics.median(walls):7.3f} [{min(walls):.3f}-{max(walls):.3f}]"
+                  f"   process CPU {statistics.median(cpus):7.3f} [{min(cpus):.3f}-{max(cpus):.3f}]")
 
 
 if __name__ == "__main__":

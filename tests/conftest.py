@@ -11,6 +11,15 @@ import textwrap
 os.environ.setdefault("TORCH_TPU_CACHE_DIR",
                       os.path.join(os.path.expanduser("~"), ".cache", "torch_tpu_tests"))
 
+# The CPU plugin gets 1 device unless asked for more (TORCH_TPU_CPU_DEVICES);
+# the suite asks for 4, in this process and in every subprocess it starts (they
+# inherit the environment), so that the tests of tpu:1..3 (test_multi_device,
+# device guards, cross-device errors, copies between devices) run rather than
+# skip. Set here, before torch (which autoloads torch_tpu) creates the client,
+# and over a value from the shell, which would skip them. Tests of the default
+# and of other counts start their own interpreters (test_device.py).
+os.environ["TORCH_TPU_CPU_DEVICES"] = "4"
+
 import pytest
 import torch
 import torch_tpu

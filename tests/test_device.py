@@ -15,6 +15,91 @@ def test_is_available_and_count():
     assert torch.accelerator.is_available()
 
 
+def test_suite_has_the_cpu_devices_it_asked_for():
+    # conftest.py asks the CPU plugin for 4 devices; fewer would turn the
+    # multi-device tests into skips.
+    import os
+    if torch_tpu.platform()["platform_name"] != "cpu":
+        pytest.skip("TORCH_TPU_CPU_DEVICES is for the CPU plugin")
+    assert os.environ["TORCH_TPU_CPU_DEVICES"] == "4"
+    assert torch.tpu.device_count() == 4
+    assert dict((n, v) for n, _, v in torch_tpu.env_table())["TORCH_TPU_CPU_DEVICES"] == "4"
+
+
+COUNT_DEVICES = """
+import torch, torch_tpu
+print(torch.tpu.device_count(), torch.accelerator.device_count(),
+      dict((n, v) for n, _, v in torch_tpu.env_table())["TORCH_TPU_CPU_DEVICES"])
+last = torch.tpu.device_count() - 1
+x = torch.arange(3.0).to(f"tpu:{last}")
+assert x.device == torch.device("tpu", last) and torch.equal(x.cpu(), torch.arange(3.0))
+try:
+    torch.ones(2).to(f"tpu:{last + 1}")
+    print("NO ERROR")
+except RuntimeError as e:
+    print("RuntimeError:", e)
+"""
+
+
+def _cpu_plugin_path():
+    p = torch_tpu.platform()
+    if p["platform_name"] != "cpu":
+        pytest.skip("TORCH_TPU_CPU_DEVICES is for the CPU plugin")
+    return p["plugin_path"]
+
+
+def test_cpu_plugin_has_one_device_by_default(run_python):
+    # As JAX's CPU backend: one device unless more are asked for.
+    _cpu_plugin_path()
+    r = run_python(COUNT_DEVICES, TORCH_TPU_CPU_DEVICES=None)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.strip().splitlines()
+    assert lines[0] == "1 1 1"
+    # the plugin's INFO line about the option stays out of the user's stderr
+    assert "cpu_device_count" not in r.stderr and "absl" not in r.stderr, r.stderr
+    assert lines[1].startswith("RuntimeError:") and "tpu:1" in lines[1], lines
+
+
+@pytest.mark.parametrize("how", ["discovered", "TORCH_TPU_PJRT_PLUGIN"])
+def test_cpu_plugin_has_the_devices_asked_for(run_python, how):
+    # The count reaches the plugin however it was found: discovered, or named
+    # by TORCH_TPU_PJRT_PLUGIN (then the runtime asks the client its platform).
+    path = _cpu_plugin_path()
+    plugin = {"TORCH_TPU_PJRT_PLUGIN": path} if how != "discovered" else {"TORCH_TPU_PJRT_PLUGIN": None}
+    r = run_python(COUNT_DEVICES, TORCH_TPU_CPU_DEVICES="3", **plugin)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.strip().splitlines()
+    assert lines[0] == "3 3 3"
+    assert lines[1].startswith("RuntimeError:") and "tpu:3" in lines[1], lines
+
+
+BAD_COUNT = """
+import torch, torch_tpu
+print("imported")
+for f in (lambda: torch.tensor([1.0]).to("tpu"), lambda: torch.empty(2, device="tpu"),
+          lambda: torch_tpu.platform()):
+    try:
+        f()
+        print("NO ERROR")
+    except RuntimeError as e:
+        print("RuntimeError:", e)
+print("available", torch.tpu.is_available(), torch.tpu.device_count())
+"""
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "four", "4x", "2.0", " 2", "99999999999999999999"])
+def test_bad_cpu_devices_is_clear_error(run_python, value):
+    r = run_python(BAD_COUNT, TORCH_TPU_CPU_DEVICES=value)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.strip().splitlines()
+    assert lines[0] == "imported"
+    errors = [l for l in lines if l.startswith("RuntimeError:")]
+    assert len(errors) == 3, r.stdout
+    for e in errors:
+        assert "TORCH_TPU_CPU_DEVICES" in e and f"'{value}'" in e, e
+    assert lines[-1] == "available False 0"
+
+
 def test_current_accelerator_is_tpu():
     acc = torch.accelerator.current_accelerator()
     assert acc.type == "tpu"

@@ -1,6 +1,7 @@
 #include "common/env.h"
 
 #include <cstdlib>
+#include <optional>
 
 namespace torch_tpu {
 
@@ -28,6 +29,16 @@ std::string default_cache_dir() {
   return (home.empty() ? std::string("/tmp") : home + "/.cache") + "/torch_tpu";
 }
 
+// A count of 1 or more, or nullopt: a typo must not quietly become the
+// default or a prefix of the value ("4x").
+std::optional<int64_t> positive_count(const std::string& v) {
+  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  int64_t n = std::stoll(v);
+  if (n < 1) return std::nullopt;
+  return n;
+}
+
 bool flag(const char* name, bool fallback = false) {
   std::string v = get(name);
   if (v.empty()) return fallback;
@@ -43,6 +54,17 @@ const Env& env() {
     if (r.cache_dir.empty()) r.cache_dir = default_cache_dir();
     r.cache_max_bytes = number("TORCH_TPU_CACHE_MAX_BYTES", int64_t{2} << 30);
     r.check_indices = flag("TORCH_TPU_CHECK_INDICES", true);
+    // Read here, refused where the client is created (Runtime::get), so that
+    // a bad value is an error of the first tpu use, naming the variable,
+    // rather than of whatever first reads this table.
+    if (std::string v = get("TORCH_TPU_CPU_DEVICES"); !v.empty()) {
+      if (auto n = positive_count(v)) {
+        r.cpu_devices = *n;
+      } else {
+        r.cpu_devices_error = "TORCH_TPU_CPU_DEVICES must be a whole number of devices, 1 or more (got '" +
+                              v + "')";
+      }
+    }
     r.cpu_fallback = flag("TORCH_TPU_CPU_FALLBACK");
     r.debug_compare_cpu = flag("TORCH_TPU_DEBUG_COMPARE_CPU");
     r.debug_nans = flag("TORCH_TPU_DEBUG_NANS");
@@ -76,6 +98,9 @@ std::vector<EnvVarDoc> env_table() {
       {"TORCH_TPU_CHECK_INDICES",
        "0: strict and defer_and_fuse stop checking indices on the device (default 1: a bad one raises IndexError at the next read)",
        b(e.check_indices)},
+      {"TORCH_TPU_CPU_DEVICES",
+       "devices asked of XLA's CPU plugin (default 1, as JAX's CPU backend); ignored on other plugins",
+       e.cpu_devices_error.empty() ? std::to_string(e.cpu_devices) : get("TORCH_TPU_CPU_DEVICES")},
       {"TORCH_TPU_CPU_FALLBACK", "1: ops without a lowering run on the CPU (one warning per op)",
        b(e.cpu_fallback)},
       {"TORCH_TPU_DEBUG_COMPARE_CPU", "1: debug mode also runs each op on the CPU and reports the first that differs",

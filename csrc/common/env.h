@@ -13,6 +13,8 @@ struct Env {
   std::string cache_dir;            // TORCH_TPU_CACHE_DIR: persistent executable cache
   int64_t cache_max_bytes = 0;      // TORCH_TPU_CACHE_MAX_BYTES: its size bound
   bool check_indices = true;        // TORCH_TPU_CHECK_INDICES=0: strict/defer_and_fuse stop checking indices on the device
+  int64_t cpu_devices = 1;          // TORCH_TPU_CPU_DEVICES: devices asked of XLA's CPU plugin
+  std::string cpu_devices_error;    //   ... why its value is refused ("" when it is not)
   bool cpu_fallback = false;        // TORCH_TPU_CPU_FALLBACK=1: run unsupported ops on the CPU
   bool debug_compare_cpu = false;   // TORCH_TPU_DEBUG_COMPARE_CPU=1: debug mode checks each op on the CPU
   bool debug_nans = false;          // TORCH_TPU_DEBUG_NANS=1: debug mode raises at the first NaN/Inf

@@ -390,6 +390,15 @@ Client::Client(std::shared_ptr<Plugin> plugin, const CreateOptions& options)
             "' reports no addressable devices");
 }
 
+std::unique_ptr<Client> create_client(std::shared_ptr<Plugin> plugin, int64_t cpu_devices) {
+  const CreateOptions cpu{{{"cpu_device_count", cpu_devices}}};
+  if (plugin->choice().reason == "xla-cpu-pjrt") return std::make_unique<Client>(plugin, cpu);
+  auto client = std::make_unique<Client>(plugin);
+  if (client->platform_name() != "cpu" || client->device_count() == cpu_devices) return client;
+  client.reset();  // its worker threads go before the next client starts its own
+  return std::make_unique<Client>(plugin, cpu);
+}
+
 Client::~Client() {
   PJRT_Client_Destroy_Args args{};
   args.struct_size = PJRT_Client_Destroy_Args_STRUCT_SIZE;

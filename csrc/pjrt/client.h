@@ -114,8 +114,7 @@ struct DeviceInfo {
 };
 
 // Platform-specific options of PJRT_Client_Create, e.g. the CPU plugin's
-// {"cpu_device_count", N}. Empty means the plugin's defaults, which is how the
-// runtime creates its client.
+// {"cpu_device_count", N}. Empty means the plugin's defaults.
 struct CreateOptions {
   std::vector<std::pair<std::string, int64_t>> int64s;
 };
@@ -174,5 +173,14 @@ class Client {
   std::vector<PJRT_Device*> devices_;       // addressable
   std::vector<PJRT_Memory*> memories_;      // default memory of each device
 };
+
+// The runtime's client: on XLA's CPU plugin with `cpu_devices` devices (its
+// create option cpu_device_count; left to itself the plugin makes 4, whatever
+// the machine has, and their worker threads crowd a small one), on any other plugin
+// with the plugin's defaults, since the GPU and TPU plugins refuse create
+// options they do not know. The CPU plugin is the discovered xla-cpu-pjrt, or
+// a plugin whose client says platform "cpu" (TORCH_TPU_PJRT_PLUGIN pointing at
+// it): that client is created once with its defaults to ask, then again.
+std::unique_ptr<Client> create_client(std::shared_ptr<Plugin> plugin, int64_t cpu_devices);
 
 }  // namespace torch_tpu::pjrt

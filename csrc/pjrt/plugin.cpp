@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "common/error.h"
@@ -16,6 +17,25 @@ std::string error_message(const Api* api, PJRT_Error* error) {
   args.error = error;
   api->PJRT_Error_Message(&args);
   return std::string(args.message, args.message_size);
+}
+
+bool is_cpu_plugin_file(const std::string& path) {
+  static const std::string name = "/xla_cpu_pjrt.so";
+  return path.size() >= name.size() && path.compare(path.size() - name.size(), name.size(), name) == 0;
+}
+
+// dlopen()s `path` with its logging at WARNING unless the user set a level.
+// XLA's CPU plugin writes an INFO line to stderr for the cpu_device_count
+// option that the runtime always passes it (create_client), and absl a line
+// about it; its logging reads TF_CPP_MIN_LOG_LEVEL once, while it is loaded,
+// so the variable is set for the dlopen only (jaxlib's own XLA, loaded later,
+// still sees the user's environment).
+void* open_quietly(const std::string& path) {
+  bool quiet = is_cpu_plugin_file(path) && std::getenv("TF_CPP_MIN_LOG_LEVEL") == nullptr;
+  if (quiet) setenv("TF_CPP_MIN_LOG_LEVEL", "1", 0);
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (quiet) unsetenv("TF_CPP_MIN_LOG_LEVEL");
+  return handle;
 }
 
 }  // namespace
@@ -42,7 +62,7 @@ std::shared_ptr<Plugin> Plugin::load(const PluginChoice& choice) {
   std::shared_ptr<Plugin> plugin(new Plugin());
   plugin->choice_ = choice;
   // RTLD_LOCAL keeps the plugin's own copies of LLVM/protobuf away from torch's.
-  plugin->handle_ = dlopen(choice.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  plugin->handle_ = open_quietly(choice.path);
   TPU_CHECK(plugin->handle_ != nullptr, ErrorKind::Runtime, "cannot load PJRT plugin '",
             choice.path, "' (", choice.reason, "): ", dlerror());
   using GetApi = const PJRT_Api* (*)();

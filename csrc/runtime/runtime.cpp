@@ -42,9 +42,10 @@ Runtime& Runtime::get() {
   check_not_forked();
   std::lock_guard<std::mutex> lock(init_mu);
   if (!instance) {
+    TPU_CHECK(env().cpu_devices_error.empty(), ErrorKind::Runtime, env().cpu_devices_error);
     pjrt::PluginChoice choice = pjrt::discover_plugin(env().pjrt_plugin, package_roots());
     auto plugin = pjrt::Plugin::load(choice);
-    instance = new Runtime(std::make_unique<pjrt::Client>(std::move(plugin)));
+    instance = new Runtime(pjrt::create_client(std::move(plugin), env().cpu_devices));
     arm_fork_guard();
   }
   return *instance;

@@ -198,6 +198,20 @@ TEST(Client, CreateOptionsReachThePlugin) {
   EXPECT_EQ(ids.size(), 3u);
 }
 
+// The runtime's client: the count reaches the CPU plugin both when it was
+// discovered and when TORCH_TPU_PJRT_PLUGIN names it (the reason "test" here,
+// which create_client learns from the client's platform name).
+TEST(Client, RuntimeClientHasTheCpuDevicesAskedFor) {
+  std::string path = testing::plugin_path();
+  for (const char* reason : {"xla-cpu-pjrt", "test"}) {
+    for (int64_t n : {1, 2}) {
+      auto c = create_client(Plugin::load(PluginChoice{path, reason}), n);
+      EXPECT_EQ(c->device_count(), n) << reason;
+      EXPECT_EQ(c->platform_name(), "cpu");
+    }
+  }
+}
+
 TEST(Executable, ReplicatedRunsEveryReplicaOnItsDevice) {
   Client& c = three_device_client();
   const hlo::TensorType vec2{ElementType::U32, {2}};
