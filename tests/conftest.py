@@ -78,6 +78,40 @@ def run_python():
     return run
 
 
+_FIRST_USES = """
+import torch, torch_tpu
+print("imported")
+for f in (lambda: torch.tensor([1.0]).to("tpu"), lambda: torch.empty(2, device="tpu"),
+          lambda: torch_tpu.platform()):
+    try:
+        f()
+        print("NO ERROR")
+    except RuntimeError as e:
+        print("RuntimeError:", e)
+print("available", torch.tpu.is_available(), torch.tpu.device_count())
+"""
+
+
+@pytest.fixture
+def start_failure(run_python):
+    """start_failure(**env): in a fresh interpreter with `env`, the runtime
+    cannot start: importing still works, each of three first uses of `tpu`
+    raises RuntimeError, and is_available() is False. Returns the three
+    errors' lines."""
+
+    def run(**env):
+        r = run_python(_FIRST_USES, **env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        lines = r.stdout.strip().splitlines()
+        assert lines[0] == "imported"
+        errors = [l for l in lines if l.startswith("RuntimeError:")]
+        assert len(errors) == 3, r.stdout
+        assert lines[-1] == "available False 0"
+        return errors
+
+    return run
+
+
 # The op and module suites run in every eager mode: each of their tests is
 # parametrized with the mode it runs under (strict, debug, defer_and_fuse).
 EAGER_MODES = ("strict", "debug", "defer_and_fuse")
