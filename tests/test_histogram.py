@@ -63,6 +63,17 @@ def test_histc_refuses_bool_and_complex(tpu):
             torch.histc(x.to(tpu), bins=2)
 
 
+def test_histogram_ranges_differing_in_small_digits_each_get_their_own_bins(tpu):
+    # The range is baked into the program, so its key must tell apart ranges
+    # that round to the same few decimals (0.0000001 and 0.0000002).
+    x = torch.tensor([0.5e-7, 1.5e-7, 0.2e-7])
+    for hi in (1e-7, 2e-7, 2e-7 + 1e-22):
+        want = torch.histogram(x, bins=2, range=(0.0, hi))
+        got = torch.histogram(x.to(tpu), bins=2, range=(0.0, hi))
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g.cpu(), w, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("data", [[1.0, NAN], [1.0, INF], [-INF, 2.0]], ids=["nan", "inf", "minus_inf"])
 def test_histc_non_finite_data_range_raises_as_on_cpu(data, tpu):
     # The data's range is read back first (a host sync), as the CPU checks it.

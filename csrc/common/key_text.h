@@ -19,4 +19,16 @@ inline void append_int(std::string& key, int64_t v, char sep) {
   key += sep;
 }
 
+// The shortest text that reads back as exactly `v`: two values that differ
+// in any bit never share a key (fixed decimals would merge 1e-7 and 2e-7).
+inline void append_double(std::string& key, double v) {
+  char buf[32];
+  key.append(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
+}
+
+inline void append_double(std::string& key, double v, char sep) {
+  append_double(key, v);
+  key += sep;
+}
+
 }  // namespace torch_tpu

@@ -8,8 +8,6 @@
 // launch the key gains which results are live and which parameters are
 // donated: all of that shapes the program, and nothing else does, so equal
 // keys share one executable.
-#include <cstdio>
-
 #include "common/key_text.h"
 #include "runtime/executor_internal.h"
 
@@ -29,9 +27,9 @@ namespace {
 void append_number(std::string& key, const lowering::Number& n, bool static_numbers) {
   key += static_cast<char>('0' + static_cast<int>(n.kind));
   if (static_numbers) {
-    char buf[80];
-    snprintf(buf, sizeof buf, "%.17g/%.17g/%lld", n.f, n.im, static_cast<long long>(n.i));
-    key += buf;
+    append_double(key, n.f, '/');
+    append_double(key, n.im, '/');
+    append_int(key, n.i);
   }
 }
 
@@ -41,12 +39,7 @@ void append_arg(std::string& key, const Arg& a, bool static_numbers) {
   key += static_cast<char>('A' + static_cast<int>(a.kind));
   switch (a.kind) {
     case Arg::Kind::Int: append_int(key, a.i); break;
-    case Arg::Kind::Float: {
-      char buf[32];
-      snprintf(buf, sizeof buf, "%.17g", a.f);
-      key += buf;
-      break;
-    }
+    case Arg::Kind::Float: append_double(key, a.f); break;
     case Arg::Kind::Bool: key += a.b ? '1' : '0'; break;
     case Arg::Kind::DType: key += hlo::mlir_name(a.dtype); break;
     case Arg::Kind::String: key += a.s; break;
@@ -54,7 +47,7 @@ void append_arg(std::string& key, const Arg& a, bool static_numbers) {
       for (int64_t v : a.ints) append_int(key, v, ',');
       break;
     case Arg::Kind::FloatList:
-      for (double v : a.floats) key += std::to_string(v) + ",";
+      for (double v : a.floats) append_double(key, v, ',');
       break;
     case Arg::Kind::BoolList:
       for (bool v : a.bools) key += v ? '1' : '0';
