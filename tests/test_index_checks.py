@@ -2,6 +2,8 @@
 does; strict and defer_and_fuse check on the device by default and raise when
 a value next leaves the device; with TORCH_TPU_CHECK_INDICES=0 they follow
 XLA (reads clamp, writes drop)."""
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -358,3 +360,51 @@ def test_strict_checks_wait_for_the_read_and_read_the_index_the_op_read(run_pyth
     assert "aten::gather" in lines["many"], lines
     assert f"<string>:{at['LINE-MANY']}" in lines["many"], lines
     assert lines["values"] == "True", lines
+
+
+class PositionLM(torch.nn.Module):
+    """Each forward embeds `arange`'s positions: a fresh index checked every
+    step, beside the batch's tokens and targets, reused step after step."""
+
+    def __init__(self, vocab=11, seq=6, d=8):
+        super().__init__()
+        self.tok, self.pos = torch.nn.Embedding(vocab, d), torch.nn.Embedding(seq, d)
+        self.head = torch.nn.Linear(d, vocab)
+
+    def forward(self, idx, tgt):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        return F.cross_entropy(self.head(torch.tanh(x)).flatten(0, 1), tgt.flatten())
+
+
+def test_checks_leave_a_training_loops_program_the_same_whatever_its_reads():
+    # The chain's first check after a read takes a state as every later one
+    # does, and the fresh positions' checks do not push the batch's out of
+    # what was checked lately: so the steady step is one program, whether a
+    # read came just before it or many steps ago.
+    torch.manual_seed(0)
+    model = PositionLM()
+    idx, tgt = torch.randint(0, 11, (3, 6)), torch.randint(0, 11, (3, 6))
+    ref = copy.deepcopy(model)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=0.05)
+    tpu_model = model.to("tpu")
+    opt = torch.optim.AdamW(tpu_model.parameters(), lr=0.05)
+    idx_t, tgt_t = idx.to("tpu"), tgt.to("tpu")
+    misses, losses, want = [], [], []
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        for block in (3, 1, 4, 1, 9, 2, 12):  # the first two compile the first and steady steps
+            before = torch_tpu._C._counters().get("misses", 0)
+            for _ in range(block):
+                opt.zero_grad(set_to_none=True)
+                loss = tpu_model(idx_t, tgt_t)
+                loss.backward()
+                opt.step()
+            losses.append(loss.item())
+            misses.append(torch_tpu._C._counters().get("misses", 0) - before)
+            for _ in range(block):
+                ref_opt.zero_grad(set_to_none=True)
+                ref_loss = ref(idx, tgt)
+                ref_loss.backward()
+                ref_opt.step()
+            want.append(ref_loss.item())
+    assert misses[2:] == [0] * 5, misses
+    assert losses == pytest.approx(want, rel=1e-4, abs=1e-5)

@@ -54,9 +54,8 @@ std::vector<hlo::Value> index_out_of_range(Context& ctx, const Args& a) {
   hlo::Value bad = any_out_of_range(b, idx, r[0], r[1]);
   const hlo::ElementType i32 = hlo::ElementType::I32;
   hlo::Value zero = b.constant_int(0, i32), one = b.constant_int(1, i32);
-  hlo::Value passed = a.size() < 3 ? zero : a[2].as_tensor();
+  hlo::Value passed = a[2].as_tensor();
   hlo::Value mine = b.select(bad, b.sub(b.sub(zero, passed), one), b.add(passed, one));
-  if (a.size() < 3) return {mine};
   return {b.select(b.compare(passed, zero, hlo::Compare::LT), passed, mine)};
 }
 

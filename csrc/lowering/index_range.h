@@ -8,8 +8,8 @@
 namespace torch_tpu::lowering {
 
 // args[0]: an integer index tensor; args[1]: IntList {lo, hi, ignore,
-// has_ignore}; args[2], absent for a chain's first check: the state the
-// chain's previous check returned. The state is an i32 scalar: n >= 0 while
+// has_ignore}; args[2]: the state the chain's previous check returned (0
+// for a chain's first check). The state is an i32 scalar: n >= 0 while
 // the chain's n checks so far passed, -(k + 1) once its check k (from 0)
 // failed, kept from then on so that the first failure is the one named.
 // The check's number is counted on the device, not written into the

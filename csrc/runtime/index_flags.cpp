@@ -61,8 +61,15 @@ constexpr int64_t kMaxWaitingBytes = int64_t{64} << 20;
 
 // A device's checks not read yet. checks[i] is check number read + i.
 struct Chain {
-  explicit Chain(int device) : storage(kStateType.nbytes(), device) {}
+  explicit Chain(int device) : storage(kStateType.nbytes(), device), start(kStateType.nbytes(), device) {
+    start.base = DeviceBuffer::deferred_zeros(kStateType, device);
+  }
   Storage storage;  // base: the newest state, input of the next check of its graph
+  // base: a state of 0 (no check yet), the input of a chain's first check.
+  // A first check with a state input compiles like any other, so a graph
+  // whose chain starts (after a read, say) is the program of the graph
+  // whose chain goes on. Held here, it is never donated.
+  Storage start;
   std::vector<Entry> entries;
   std::deque<Check> checks;
   int64_t recorded = 0, read = 0;
@@ -203,31 +210,39 @@ const Checked* find_checked(const Chain& c, const TensorInput& index, const std:
   return nullptr;
 }
 
+// Into an empty slot or one whose index is gone, else the oldest: a loop
+// checking a fresh index each step (`arange`'s positions) must not push out
+// the indices it reuses (the batch it trains on), or every few steps those
+// are checked again and the step's graph, a different program, compiles.
 void remember(Chain& c, const TensorInput& index, const std::array<int64_t, 4>& range, int64_t number) {
-  c.checked[c.next_checked] = {index.storage->base, index.storage->base.get(), index.view, range, number};
-  c.next_checked = (c.next_checked + 1) % kRemembered;
+  size_t slot = c.next_checked;
+  for (size_t i = 0; i < kRemembered; ++i)
+    if (!c.checked[i].address || c.checked[i].index.expired()) {
+      slot = i;
+      break;
+    }
+  if (slot == c.next_checked) c.next_checked = (c.next_checked + 1) % kRemembered;
+  c.checked[slot] = {index.storage->base, index.storage->base.get(), index.view, range, number};
 }
 
-// The check's node: the index, its range and, when the chain goes on, the
-// state of the check before it.
-OpCall check_call(const TensorInput& index, const std::array<int64_t, 4>& range, int device, Storage* state,
+// The check's node: the index, its range and the state of the check before
+// it (of none, for a chain's first).
+OpCall check_call(const TensorInput& index, const std::array<int64_t, 4>& range, int device, Storage& state,
                   bool fuse) {
   OpCall call;
   call.lowering = &lowering::kIndexOutOfRange;
   call.device = device;
   call.fuse_with_next = fuse;
-  call.args.resize(state ? 3 : 2);
+  call.args.resize(3);
   call.inputs.resize(call.args.size());
   call.args[0].kind = lowering::Arg::Kind::Tensor;
   call.inputs[0].emplace_back(index);
   call.args[1].kind = lowering::Arg::Kind::IntList;
   call.args[1].index = 1;
   call.args[1].ints.assign(range.begin(), range.end());
-  if (state) {
-    call.args[2].kind = lowering::Arg::Kind::Tensor;
-    call.args[2].index = 2;
-    call.inputs[2].emplace_back(TensorInput{state, whole_view(kStateType), false});
-  }
+  call.args[2].kind = lowering::Arg::Kind::Tensor;
+  call.args[2].index = 2;
+  call.inputs[2].emplace_back(TensorInput{&state, whole_view(kStateType), false});
   return call;
 }
 
@@ -247,7 +262,7 @@ bool emit(Chain& c, const TensorInput& index, const std::array<int64_t, 4>& rang
                          c.entries.back().end == number && number - c.entries.back().chain < kMaxChain;
   const bool same_graph = continues && base->graph() && !base->graph()->flushed;
   c.restart = false;
-  OpCall call = check_call(index, range, c.storage.device, continues ? &c.storage : nullptr, fuse);
+  OpCall call = check_call(index, range, c.storage.device, continues ? c.storage : c.start, fuse);
   call.origin = origin;
   std::shared_ptr<DeviceBuffer> next = run_op(call)[0];
   if (next->state() == DeviceBuffer::State::Error) {
