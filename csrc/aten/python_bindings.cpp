@@ -132,12 +132,15 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("_reset_counters", []() { rt().reset_counters(); });
-  m.def("_flush", [](const std::string& reason) {
-    static std::set<std::string> reasons;  // flush reasons must outlive the call
-    const char* r = reasons.insert(reason).first->c_str();
-    py::gil_scoped_release no_gil;
-    aten::translate_errors([&] { runtime::flush_all(r); });
-  });
+  m.def(
+      "_flush",
+      [](const std::string& reason, bool settle) {
+        static std::set<std::string> reasons;  // flush reasons must outlive the call
+        const char* r = reasons.insert(reason).first->c_str();
+        py::gil_scoped_release no_gil;
+        aten::translate_errors([&] { runtime::flush_all(r, settle); });
+      },
+      py::arg("reason"), py::arg("settle") = true);
   m.def("_hold_repeat_cuts", [](bool hold) { runtime::hold_repeat_cuts(hold); });
   m.def("_eager_mode", []() { return std::string(runtime::eager_mode_name(runtime::eager_mode())); });
   m.def("_set_eager_mode", [](const std::string& name) {

@@ -71,7 +71,7 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_op_alone(OpCall& call);
 // errors naming the op, and leaves every other buffer as it was.
 void flush_graph(const std::shared_ptr<Graph>& graph, const char* reason);
 // Flushes every device's pending graph.
-void flush_all(const char* reason);
+void flush_all(const char* reason, bool settle = true);
 // Graphs compiling or launching on the worker, not settled yet (does not wait).
 int64_t graphs_in_flight();
 // While held (an optimizer step runs), a repeat cut marks the graph due

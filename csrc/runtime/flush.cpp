@@ -84,13 +84,14 @@ void flush_graph(const std::shared_ptr<Graph>& graph, const char* reason) {
   executor::settle_locked(graph);
 }
 
-void flush_all(const char* reason) {
+void flush_all(const char* reason, bool settle) {
   std::lock_guard<std::recursive_mutex> lock(executor::mu);
   while (!executor::current.empty()) {
     std::shared_ptr<Graph> g = executor::current.begin()->second;  // flushing erases the map's copy
     executor::flush_locked(g, reason);
   }
-  while (!executor::in_flight.empty()) executor::settle_locked(executor::in_flight.back());
+  if (settle)
+    while (!executor::in_flight.empty()) executor::settle_locked(executor::in_flight.back());
 }
 
 int64_t graphs_in_flight() {

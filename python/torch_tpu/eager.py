@@ -112,7 +112,7 @@ def _flush_after_optimizer_step(optimizer, args, kwargs):
         return
     _C._hold_repeat_cuts(False)
     if _C._eager_mode() == "defer_and_fuse":
-        _C._flush("optimizer_step")
+        _C._flush("optimizer_step", settle=False)
 
 
 register_optimizer_step_pre_hook(_hold_cuts_during_optimizer_step)
