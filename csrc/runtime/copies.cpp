@@ -8,6 +8,7 @@
 // buffer shares the buffer instead: buffers are immutable.
 #include <unordered_map>
 
+#include "common/key_text.h"
 #include "runtime/device_memory.h"
 #include "runtime/executor_internal.h"
 
@@ -47,10 +48,12 @@ std::shared_ptr<DeviceBuffer> upload(const void* data, const TensorType& type, i
 }
 
 std::shared_ptr<DeviceBuffer> constant(const void* data, const TensorType& type, int device) {
-  std::string key(static_cast<const char*>(data), type.nbytes());
-  key += type.str();
-  key += '@';
-  key += std::to_string(device);
+  // Every Python number an op takes comes here: the key is built in a
+  // buffer kept from call to call, so a cached constant allocates nothing.
+  thread_local std::string key;
+  key.assign(static_cast<const char*>(data), type.nbytes());
+  type.append_key(key);
+  append_int(key, device, '@');
   static std::mutex cache_mu;
   static std::unordered_map<std::string, std::shared_ptr<DeviceBuffer>> cache;
   std::lock_guard<std::mutex> lock(cache_mu);
