@@ -376,6 +376,15 @@ class PositionLM(torch.nn.Module):
         return F.cross_entropy(self.head(torch.tanh(x)).flatten(0, 1), tgt.flatten())
 
 
+def train(model, opt, idx, tgt, steps):
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = model(idx, tgt)
+        loss.backward()
+        opt.step()
+    return loss.item()
+
+
 def test_checks_leave_a_training_loops_program_the_same_whatever_its_reads():
     # The chain's first check after a read takes a state as every later one
     # does, and the fresh positions' checks do not push the batch's out of
@@ -393,18 +402,8 @@ def test_checks_leave_a_training_loops_program_the_same_whatever_its_reads():
     with torch_tpu.eager_mode("defer_and_fuse"):
         for block in (3, 1, 4, 1, 9, 2, 12):  # the first two compile the first and steady steps
             before = torch_tpu._C._counters().get("misses", 0)
-            for _ in range(block):
-                opt.zero_grad(set_to_none=True)
-                loss = tpu_model(idx_t, tgt_t)
-                loss.backward()
-                opt.step()
-            losses.append(loss.item())
+            losses.append(train(tpu_model, opt, idx_t, tgt_t, block))  # .item() reads
             misses.append(torch_tpu._C._counters().get("misses", 0) - before)
-            for _ in range(block):
-                ref_opt.zero_grad(set_to_none=True)
-                ref_loss = ref(idx, tgt)
-                ref_loss.backward()
-                ref_opt.step()
-            want.append(ref_loss.item())
+            want.append(train(ref, ref_opt, idx, tgt, block))
     assert misses[2:] == [0] * 5, misses
     assert losses == pytest.approx(want, rel=1e-4, abs=1e-5)

@@ -9,26 +9,19 @@
 
 namespace torch_tpu {
 
-inline void append_int(std::string& key, int64_t v) {
-  char buf[24];
+namespace detail {
+template <typename T>
+inline void append_text(std::string& key, T v, char sep) {
+  char buf[32];
   key.append(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
+  if (sep) key += sep;
 }
+}  // namespace detail
 
-inline void append_int(std::string& key, int64_t v, char sep) {
-  append_int(key, v);
-  key += sep;
-}
+inline void append_int(std::string& key, int64_t v, char sep = 0) { detail::append_text(key, v, sep); }
 
 // The shortest text that reads back as exactly `v`: two values that differ
 // in any bit never share a key (fixed decimals would merge 1e-7 and 2e-7).
-inline void append_double(std::string& key, double v) {
-  char buf[32];
-  key.append(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
-}
-
-inline void append_double(std::string& key, double v, char sep) {
-  append_double(key, v);
-  key += sep;
-}
+inline void append_double(std::string& key, double v, char sep = 0) { detail::append_text(key, v, sep); }
 
 }  // namespace torch_tpu
