@@ -16,12 +16,17 @@ class ReleaseQueue {
   ReleaseQueue() : thread_([this] { loop(); }) { thread_.detach(); }
 
   // Wakes the thread once per batch -- a wake-up per task costs more than
-  // recording a small op -- or as soon as a lot of memory waits.
+  // recording a small op -- or as soon as a lot of memory waits. Once woken
+  // it counts as busy, so the pushes made before it runs (a graph's launch
+  // drops a hundred buffers at once) do not signal it again.
   void push(std::function<void()> task, size_t nbytes) {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(task));
     bytes_ += nbytes;
-    if (idle_ && (queue_.size() >= kBatch || bytes_ >= kBytes)) wake_.notify_one();
+    if (idle_ && (queue_.size() >= kBatch || bytes_ >= kBytes)) {
+      idle_ = false;
+      wake_.notify_one();
+    }
   }
 
   void drain() {
