@@ -70,7 +70,8 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_op_alone(OpCall& call);
 // are dropped from the program; a failure turns the live results into
 // errors naming the op, and leaves every other buffer as it was.
 void flush_graph(const std::shared_ptr<Graph>& graph, const char* reason);
-// Flushes every device's pending graph.
+// Flushes every device's pending graph and, with `settle`, waits until
+// every graph in flight has launched and its results are taken.
 void flush_all(const char* reason, bool settle = true);
 // Graphs compiling or launching on the worker, not settled yet (does not wait).
 int64_t graphs_in_flight();

@@ -226,7 +226,7 @@ void remember(Chain& c, const TensorInput& index, const std::array<int64_t, 4>& 
 }
 
 // The check's node: the index, its range and the state of the check before
-// it (of none, for a chain's first).
+// it (the chain's start state of 0, for its first).
 OpCall check_call(const TensorInput& index, const std::array<int64_t, 4>& range, int device, Storage& state,
                   bool fuse) {
   OpCall call;

@@ -112,6 +112,8 @@ def _flush_after_optimizer_step(optimizer, args, kwargs):
         return
     _C._hold_repeat_cuts(False)
     if _C._eager_mode() == "defer_and_fuse":
+        # Launched, not waited for: the next step records while this one
+        # runs, and its launch takes these results.
         _C._flush("optimizer_step", settle=False)
 
 
