@@ -18,6 +18,7 @@
 #include "aten/tolerance.h"
 #include "common/warning.h"
 #include "lowering/registry.h"
+#include "runtime/counters.h"
 #include "runtime/device_copy.h"
 #include "runtime/device_memory.h"
 #include "runtime/device_timeline.h"
@@ -128,10 +129,10 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_counters", []() {
     py::dict d;
-    for (const auto& [k, v] : rt().counters()) d[py::str(k)] = v;
+    for (const auto& [k, v] : runtime::counter_values()) d[py::str(k)] = v;
     return d;
   });
-  m.def("_reset_counters", []() { rt().reset_counters(); });
+  m.def("_reset_counters", []() { runtime::reset_counters(); });
   m.def(
       "_flush",
       [](const std::string& reason, bool settle) {

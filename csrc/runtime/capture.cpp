@@ -111,7 +111,7 @@ std::shared_ptr<CapturedProgram> end_capture(const std::vector<std::shared_ptr<D
   program->label_.name = "torch.compile " + program->label_.name;
   program->exe_ = Runtime::get().compile(b.module(outs), program->output_types_, g->device,
                                          program->label_);
-  executor::count("captured_programs");
+  count("captured_programs");
   return program;
 }
 

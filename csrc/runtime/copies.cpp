@@ -41,7 +41,7 @@ const lowering::Lowering kConjNeg{"tpu::conj_neg", &conj_neg, false};
 std::shared_ptr<DeviceBuffer> upload(const void* data, const TensorType& type, int device) {
   Runtime& rt = Runtime::get();
   rt.check_device(device);
-  executor::count("bytes_to_device", type.nbytes());
+  count("bytes_to_device", type.nbytes());
   check_allocation(device, type.nbytes(), [] { return std::string("copy from host"); });
   return DeviceBuffer::materialized(rt.client().from_host(data, type, device), "copy from host",
                                     device);

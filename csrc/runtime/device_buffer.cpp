@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/fork_guard.h"
 #include "hlo/builder.h"
+#include "runtime/counters.h"
 #include "runtime/device_memory.h"
 #include "runtime/dynamic_dims.h"
 #include "runtime/executor.h"
@@ -176,7 +177,7 @@ void DeviceBuffer::to_host(void* dst) {
     buffer_->to_host(whole.data());
     copy_rows(whole.data(), type_.shape[padding_.dim], dst, padding_.size, logical_type(), padding_.dim);
   }
-  Runtime::get().count("bytes_to_host", logical_type().nbytes());
+  count("bytes_to_host", logical_type().nbytes());
 }
 
 }  // namespace torch_tpu::runtime

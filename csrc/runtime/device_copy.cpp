@@ -1,6 +1,7 @@
 #include "runtime/device_copy.h"
 
 #include "common/error.h"
+#include "runtime/counters.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::runtime {
@@ -18,7 +19,7 @@ std::shared_ptr<DeviceBuffer> copy_to_device(const TensorInput& src, int device)
   } catch (const Error& e) {
     return DeviceBuffer::error(whole->type(), e.what(), device);
   }
-  rt.count("bytes_device_to_device", whole->type().nbytes());
+  count("bytes_device_to_device", whole->type().nbytes());
   auto copy = DeviceBuffer::materialized(rt.client().copy_to_device(*from, device), producer, device);
   if (whole->padded()) copy->set_padding(whole->padding().dim, whole->padding().size);
   return copy;

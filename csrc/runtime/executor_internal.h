@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "runtime/counters.h"
 #include "runtime/device_timeline.h"
 #include "runtime/eager_mode.h"
 #include "runtime/executor.h"
@@ -82,8 +83,6 @@ extern std::map<int, std::shared_ptr<Graph>> current;  // the recording graph of
 extern EagerMode mode;
 extern std::shared_ptr<Graph> capture_graph;  // the graph torch.compile records into
 extern std::vector<std::shared_ptr<Graph>> in_flight;  // compiling or launching on the worker
-
-inline void count(std::string_view what, int64_t n = 1) { Runtime::get().count(what, n); }
 
 // ---- recorder.cpp
 std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call);

@@ -198,7 +198,8 @@ std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call) {
   Node& node = prepared.node;
   node.origin = std::move(call.origin);
   if (!node.origin) node.origin = ask_origin();
-  count("ops_recorded");
+  static const Counter ops_recorded("ops_recorded");
+  ops_recorded.add();
 
   // An input that failed poisons this op's results without running it.
   const auto& types = node.types->results;

@@ -1,6 +1,7 @@
 #include "runtime/runtime.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <iostream>
 
@@ -9,6 +10,7 @@
 #include "common/fork_guard.h"
 #include "common/release_queue.h"
 #include "pjrt/discovery.h"
+#include "runtime/counters.h"
 #include "runtime/device_buffer.h"
 #include "runtime/device_timeline.h"
 #include "runtime/disk_cache.h"
@@ -24,8 +26,9 @@ std::vector<std::string>& package_roots() {
 }
 std::mutex init_mu;
 // Never destroyed: the plugin's threads and the buffers held by static
-// caches outlive any order of static destruction at exit.
-Runtime* instance = nullptr;
+// caches outlive any order of static destruction at exit. Atomic so that
+// get(), called several times per op, takes init_mu only until it is set.
+std::atomic<Runtime*> instance{nullptr};
 }  // namespace
 
 void Runtime::set_package_roots(std::vector<std::string> roots) {
@@ -35,20 +38,22 @@ void Runtime::set_package_roots(std::vector<std::string> roots) {
 bool Runtime::initialized() {
   if (in_bad_fork()) return false;  // the parent's runtime is not usable here
   std::lock_guard<std::mutex> lock(init_mu);
-  return instance != nullptr;
+  return instance.load() != nullptr;
 }
 
 Runtime& Runtime::get() {
   check_not_forked();
+  if (Runtime* r = instance.load(std::memory_order_acquire)) return *r;
   std::lock_guard<std::mutex> lock(init_mu);
-  if (!instance) {
+  if (!instance.load(std::memory_order_relaxed)) {
     TPU_CHECK(env().cpu_devices_error.empty(), ErrorKind::Runtime, env().cpu_devices_error);
     pjrt::PluginChoice choice = pjrt::discover_plugin(env().pjrt_plugin, package_roots());
     auto plugin = pjrt::Plugin::load(choice);
-    instance = new Runtime(pjrt::create_client(std::move(plugin), env().cpu_devices));
+    auto* made = new Runtime(pjrt::create_client(std::move(plugin), env().cpu_devices));
     arm_fork_guard();
+    instance.store(made, std::memory_order_release);
   }
-  return *instance;
+  return *instance.load(std::memory_order_relaxed);
 }
 
 void Runtime::check_device(int device) const {
@@ -61,10 +66,12 @@ std::shared_ptr<CompiledProgram> Runtime::lookup(const std::string& key, bool co
   std::lock_guard<std::mutex> lock(mu_);
   auto it = cache_.find(key);
   if (it == cache_.end()) {
-    if (count_miss) count_locked("misses");
+    static const Counter misses("misses");
+    if (count_miss) misses.add();
     return nullptr;
   }
-  count_locked("hits");
+  static const Counter hits("hits");
+  hits.add();
   lru_.splice(lru_.begin(), lru_, it->second.age);
   return it->second.program;
 }
@@ -82,7 +89,7 @@ void Runtime::insert(const std::string& key, std::shared_ptr<CompiledProgram> pr
   while (cache_.size() > kMaxPrograms) {
     cache_.erase(lru_.back());
     lru_.pop_back();
-    count_locked("evicted");
+    count("evicted");
   }
 }
 
@@ -161,27 +168,6 @@ void Runtime::synchronize(int device) {
 int64_t Runtime::launches_in_progress() const {
   std::lock_guard<std::mutex> lock(mu_);
   return std::count_if(launches_.begin(), launches_.end(), [](const auto& e) { return !e->ready(); });
-}
-
-void Runtime::count(std::string_view what, int64_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
-  count_locked(what, n);
-}
-
-void Runtime::count_locked(std::string_view what, int64_t n) {
-  auto it = counters_.find(what);
-  if (it == counters_.end()) it = counters_.emplace(std::string(what), 0).first;
-  it->second += n;
-}
-
-std::map<std::string, int64_t> Runtime::counters() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return {counters_.begin(), counters_.end()};
-}
-
-void Runtime::reset_counters() {
-  std::lock_guard<std::mutex> lock(mu_);
-  counters_.clear();
 }
 
 void Runtime::clear_programs_for_test() {

@@ -62,13 +62,6 @@ class Runtime {
   // Launches not finished yet (does not wait).
   int64_t launches_in_progress() const;
 
-  // Counters for torch_tpu.metrics(): ops recorded, flushes by reason,
-  // cache hits and misses, compilations and their time, bytes moved...
-  // Every op counts several: a lookup by string_view builds no string.
-  void count(std::string_view what, int64_t n = 1);
-  std::map<std::string, int64_t> counters() const;
-  void reset_counters();
-
   // Test hook: forgets the in-memory programs, so the next launches compile
   // or come from the persistent cache.
   void clear_programs_for_test();
@@ -80,8 +73,6 @@ class Runtime {
  private:
   explicit Runtime(std::unique_ptr<pjrt::Client> client) : client_(std::move(client)) {}
 
-  void count_locked(std::string_view what, int64_t n = 1);
-
   std::unique_ptr<pjrt::Client> client_;
   mutable std::mutex mu_;
   struct Entry {
@@ -90,11 +81,6 @@ class Runtime {
   };
   std::unordered_map<std::string, Entry> cache_;
   std::list<std::string> lru_;  // most recently used first
-  struct TextHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
-  };
-  std::unordered_map<std::string, int64_t, TextHash, std::equal_to<>> counters_;
   std::deque<std::unique_ptr<pjrt::Event>> launches_;  // not yet known to be finished
   std::string injected_failure_;
 };

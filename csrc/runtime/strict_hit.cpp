@@ -130,8 +130,9 @@ std::optional<std::vector<std::shared_ptr<DeviceBuffer>>> strict_hit(const OpCal
   }
   const std::span<const Node> nodes = riders ? std::span<const Node>(riders->nodes)
                                              : std::span<const Node>(&p.node, 1);
-  count("flush.strict");
-  count("graph_outputs", static_cast<int64_t>(rider_live.size() + types.size()));
+  static const Counter flushes("flush.strict"), outputs("graph_outputs");
+  flushes.add();
+  outputs.add(static_cast<int64_t>(rider_live.size() + types.size()));
   auto fail_all = [&](const std::string& what, ErrorKind kind) {
     const std::string message = failure_message(nodes, what);
     poison(rider_live, message, kind);
