@@ -23,10 +23,12 @@ w = w_cpu.to("tpu")
 interrupts, wrong, steps = 0, 0, 0
 print("ready", flush=True)
 while interrupts < rounds:
-    x_cpu = torch.randn(64, 64, generator=g)
-    x = x_cpu.to("tpu")
     done = []
+    # The round's first ops are inside the try too: a SIGINT may land in any
+    # of them (once it landed in the CPU randn and ended the worker).
     try:
+        x_cpu = torch.randn(64, 64, generator=g)
+        x = x_cpu.to("tpu")
         for i in range(200):
             x = torch.tanh(x @ w) + 0.5
             x_cpu = torch.tanh(x_cpu @ w_cpu) + 0.5
