@@ -37,8 +37,7 @@ void Runtime::set_package_roots(std::vector<std::string> roots) {
 
 bool Runtime::initialized() {
   if (in_bad_fork()) return false;  // the parent's runtime is not usable here
-  std::lock_guard<std::mutex> lock(init_mu);
-  return instance.load() != nullptr;
+  return instance.load(std::memory_order_acquire) != nullptr;
 }
 
 Runtime& Runtime::get() {
