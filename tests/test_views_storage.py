@@ -229,6 +229,17 @@ def test_resize_grow_keeps_contents(tpu):
     assert torch.equal(t.view(-1)[:4].cpu(), torch.arange(4.0))
 
 
+def test_resize_grow_keeps_the_contents_of_a_result_not_computed_yet(tpu):
+    # In defer_and_fuse (and strict behind a compile) the product is still
+    # pending when the storage grows: its values must come along, not zeros.
+    t = torch.arange(4.0).to(tpu) * 2
+    t.resize_(2, 5)
+    assert torch.equal(t.view(-1)[:4].cpu(), torch.arange(4.0) * 2)
+    x = torch.arange(6.0).to(tpu) + 1
+    x.untyped_storage().resize_(48)
+    assert torch.equal(x.cpu(), torch.arange(6.0) + 1)
+
+
 def test_resize_shrink_and_zero(tpu):
     t = torch.arange(10.0).to(tpu)
     t.resize_(2, 2)

@@ -1,9 +1,14 @@
-// The compile worker: one thread that compiles and launches programs one at
-// a time, in the order they were flushed, so that the recording thread goes
-// on recording meanwhile (defer_and_fuse) and a long compile can be waited
-// for interruptibly (every mode). A job touches only its own fields while it
-// runs; the recording thread waits on the job, under the executor's lock,
-// and adopts its outputs into the graph's live buffers (or their error).
+// The compile workers: threads (one per core, at most kMaxWorkers) that
+// compile programs side by side and launch them one at a time, in the order
+// they were submitted, so that the recording thread goes on recording
+// meanwhile and a long compile can be waited for interruptibly (every mode).
+// Launching in order is what lets a job take as arguments the outputs of
+// jobs submitted before it (PendingArg): when its turn comes they have
+// launched, and PJRT orders the device work. A job touches only its own
+// fields and reads its producers' outputs under their lock; the recording
+// thread waits on the job, under the executor's lock, and adopts its outputs
+// into the graph's live buffers (or their error).
+#include <algorithm>
 #include <deque>
 #include <thread>
 
@@ -13,13 +18,39 @@
 
 namespace torch_tpu::runtime {
 
-void CompileJob::run() {
-  Runtime& rt = Runtime::get();
+void CompileJob::compile_step() {
+  if (mlir.empty()) return;
   try {
-    if (!mlir.empty()) {
-      program->exe = rt.compile(mlir, out_types, device, label);
-      rt.insert(key, program);
+    program->exe = Runtime::get().compile(mlir, out_types, device, label);
+  } catch (const Error& e) {
+    program->compile_error = e.what();
+    program->compile_error_kind = e.kind();
+    Runtime::get().forget(key, program.get());  // the next launch compiles (and reports) it again
+  }
+  program->ready.store(true, std::memory_order_release);
+}
+
+void CompileJob::launch_step() {
+  for (const PendingArg& p : pending) {
+    std::lock_guard<std::mutex> lock(p.producer->mu);
+    if (!p.producer->error.empty() || p.out >= p.producer->out_ptrs.size()) {
+      input_failed = true;  // the settling thread raises the producer's error (launch.cpp)
+      error = p.producer->error.empty() ? "an input was not produced" : p.producer->error;
+      error_kind = p.producer->error_kind;
+      return;
     }
+    args[p.arg] = p.producer->out_ptrs[p.out];
+  }
+  if (!injected_failure.empty()) {
+    error = "on the device: " + injected_failure;
+    return;
+  }
+  if (!program->exe) {
+    error = program->compile_error;
+    error_kind = program->compile_error_kind;
+    return;
+  }
+  try {
     outs = executor::execute(*program->exe, args, program->donated, device,
                              {label.name, label.ops, mlir.empty() ? "hit" : "miss", label.correlation});
   } catch (const Error& e) {
@@ -27,9 +58,27 @@ void CompileJob::run() {
     error_kind = e.kind();
     if (e.kind() == ErrorKind::OutOfMemory) record_oom(device);
   }
+}
+
+void CompileJob::finish(bool publish_outputs) {
   std::lock_guard<std::mutex> lock(mu);
+  if (publish_outputs) {
+    out_ptrs.reserve(outs.size());
+    for (const auto& o : outs) out_ptrs.push_back(o.get());
+  }
   done = true;
   cv.notify_all();
+}
+
+void CompileJob::run() {
+  compile_step();
+  launch_step();
+  finish(false);  // on the calling thread: no later job reads its outputs
+}
+
+bool CompileJob::finished() {
+  std::lock_guard<std::mutex> lock(mu);
+  return done;
 }
 
 void CompileJob::wait() {
@@ -67,36 +116,56 @@ void CompileJob::adopt_live() {
 namespace executor {
 namespace {
 
-// A single worker: programs compile and launch one at a time, in flush order.
+constexpr unsigned kMaxWorkers = 8;  // compiles take memory; more rarely pay
+
 class CompileWorker {
  public:
-  CompileWorker() { std::thread([this] { loop(); }).detach(); }
+  CompileWorker() {
+    unsigned n = std::clamp(std::thread::hardware_concurrency(), 1u, kMaxWorkers);
+    for (unsigned i = 0; i < n; ++i) std::thread([this] { loop(); }).detach();
+  }
   void submit(std::shared_ptr<CompileJob> job) {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(job));
-    cv_.notify_one();
+    queue_.emplace_back(next_ticket_++, std::move(job));
+    cv_.notify_all();
   }
 
  private:
   void loop() {
     for (;;) {
+      uint64_t ticket;
       std::shared_ptr<CompileJob> job;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return !queue_.empty(); });
-        job = std::move(queue_.front());
+        ticket = queue_.front().first;
+        job = std::move(queue_.front().second);
         queue_.pop_front();
       }
-      job->run();
+      job->compile_step();
+      {
+        // Jobs are taken in ticket order, so the turn's owner is always
+        // running: waiting for it cannot deadlock.
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return launched_ == ticket; });
+      }
+      job->launch_step();
+      job->finish(true);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++launched_;
+      }
+      cv_.notify_all();
     }
   }
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<CompileJob>> queue_;
+  std::deque<std::pair<uint64_t, std::shared_ptr<CompileJob>>> queue_;
+  uint64_t next_ticket_ = 0, launched_ = 0;
 };
 
 CompileWorker& compile_worker() {
-  static CompileWorker* worker = new CompileWorker();  // never joined: it outlives exit
+  static CompileWorker* worker = new CompileWorker();  // never joined: they outlive exit
   return *worker;
 }
 

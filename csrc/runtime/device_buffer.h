@@ -74,6 +74,12 @@ class DeviceBuffer {
   int graph_node() const { return node_; }
   int graph_result() const { return result_; }
 
+  // How many jobs in flight on the worker hold this buffer as a parameter
+  // (runtime/launch.cpp): they read it before any later launch, so a later
+  // launch may donate it as if they had already run. Recording thread only.
+  int job_holds() const { return job_holds_; }
+  void add_job_hold(int delta) { job_holds_ += delta; }
+
   // Called by the graph's flush.
   void fulfil(std::unique_ptr<pjrt::Buffer> b);
   void set_error(std::string message, ErrorKind kind = ErrorKind::Runtime);
@@ -109,6 +115,7 @@ class DeviceBuffer {
   ErrorKind error_kind_ = ErrorKind::Runtime;  // what raising the error throws
   std::shared_ptr<Graph> graph_;
   int node_ = -1, result_ = -1;
+  int job_holds_ = 0;
   bool counted_ = true;
 };
 

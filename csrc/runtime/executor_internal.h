@@ -8,17 +8,20 @@
 //   flush.cpp          a flush takes the graph's live results and launches it;
 //   launch.cpp         the program is found or built, its arguments fed, and it
 //                      launches here or on the worker; settling adopts results;
-//   compile_worker.cpp the thread that compiles and launches in flush order;
+//   compile_worker.cpp the threads that compile side by side and launch in
+//                      flush order;
 //   debug_checks.cpp   debug mode's wait and NaN/Inf check after an op.
 // Beside that path: capture.cpp (torch.compile), eager_mode.cpp (the mode
 // and its switch), copies.cpp (uploads, constants and copies through views).
 //
 // One recursive mutex (`mu`) guards the state below: the entry points that
 // record, flush, settle or capture take it first (recursive: reading a
-// buffer under it may flush the graph producing it). The compile worker
-// never takes it: a job touches only itself.
+// buffer under it may flush the graph producing it). The compile workers
+// never take it: a job touches only itself (and reads its producers'
+// published outputs under their own lock).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -37,16 +40,32 @@
 
 namespace torch_tpu::runtime {
 
-// A compiled graph and what each launch must feed it.
+// A compiled graph and what each launch must feed it. A new program is in
+// the cache from the moment its job is submitted, so that the same graph
+// recorded again meanwhile waits for that compile instead of starting its
+// own; until the compile ends it is not `ready`, and only the worker, which
+// launches in submission order, may launch it.
 struct CompiledProgram {
-  std::unique_ptr<pjrt::Executable> exe;
+  std::unique_ptr<pjrt::Executable> exe;  // null if the compile failed
   std::vector<NumberParam> numbers;  // parameters after the graph's buffers
   std::vector<bool> donated;         // per graph buffer parameter
+  std::atomic<bool> ready{true};
+  std::string compile_error;  // when the compile failed
+  ErrorKind compile_error_kind = ErrorKind::Runtime;
+};
+
+struct CompileJob;
+// An argument that an earlier job on the worker produces: its output `out`,
+// read when this job launches (the worker launches in submission order).
+struct PendingArg {
+  size_t arg;
+  std::shared_ptr<CompileJob> producer;
+  size_t out;
 };
 
 // One launch of a graph: compile (if new) and execute. It runs on the
-// calling thread (strict, debug) or, in defer_and_fuse, on the compile
-// worker, touching nothing but its own fields; the recording thread then
+// calling thread or on the compile worker, touching nothing but its own
+// fields (and reading its producers' outputs); the recording thread then
 // adopts its outputs into the graph's live buffers.
 struct CompileJob {
   std::shared_ptr<CompiledProgram> program;
@@ -54,20 +73,31 @@ struct CompileJob {
   std::vector<hlo::TensorType> out_types;
   int device = 0;
   std::vector<const pjrt::Buffer*> args;
+  std::vector<PendingArg> pending;  // args still null: produced on the worker
   std::vector<std::shared_ptr<DeviceBuffer>> params;
   std::vector<std::shared_ptr<pjrt::Buffer>> numbers;
   std::vector<std::unique_ptr<pjrt::Buffer>> states;
   std::vector<std::weak_ptr<DeviceBuffer>> live;  // when run on the worker
   ProgramLabel label;
+  std::string injected_failure;  // _fail_next_launch: the launch fails with it
   // Results of run():
   std::vector<std::unique_ptr<pjrt::Buffer>> outs;
+  std::vector<const pjrt::Buffer*> out_ptrs;  // outs as produced; adoption moves outs
   std::string error;
   ErrorKind error_kind = ErrorKind::Runtime;
+  bool input_failed = false;  // a producer failed: its error is the one to raise
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
 
+  // run() = compile_step(), launch_step(), finish(); the worker compiles
+  // jobs side by side and launches them one at a time, in order, and
+  // publishes their outputs (out_ptrs) for the jobs after them.
   void run();
+  void compile_step();
+  void launch_step();
+  void finish(bool publish_outputs);
+  bool finished();
   void wait();
   // Gives output k to targets[k] (or the error to all of them).
   void adopt(const std::vector<std::shared_ptr<DeviceBuffer>>& targets);
@@ -177,7 +207,8 @@ void poison(const std::vector<std::shared_ptr<DeviceBuffer>>& live, const std::s
 ProgramLabel program_label(const Graph& g);
 ProgramLabel program_label(std::span<const Node> nodes);
 // A launch's arguments: `params`, then the numbers and generator states of
-// `nodes` the program takes. Returns the first parameter that carries an
+// `nodes` the program takes; a parameter still being produced on the worker
+// is fed there (job.pending). Returns the first parameter that carries an
 // error (then nothing is fed past it), or null.
 DeviceBuffer* feed_arguments(const std::vector<std::shared_ptr<DeviceBuffer>>& params,
                              std::span<const Node> nodes, int device,
@@ -187,6 +218,9 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
             const std::vector<std::pair<int, int>>& live_ids);
 // Takes the results of a graph whose program ran (or compiled) on the worker.
 void settle_locked(const std::shared_ptr<Graph>& g);
+// settle_locked() for the graphs in flight whose jobs have finished, oldest
+// first, stopping at the first still running. Returns whether none is left.
+bool settle_finished_locked();
 
 // ---- compile_worker.cpp
 void submit_to_worker(std::shared_ptr<CompileJob> job);

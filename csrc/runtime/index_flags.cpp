@@ -118,6 +118,17 @@ bool ran(const Entry& e) {
   return !e.state->graph() && e.state->state() == DeviceBuffer::State::Materialized;
 }
 
+// Strict runs ahead of its compiles (runtime/launch.cpp): a state whose
+// graph is in flight on the worker is one that strict, op by op, has run
+// before this read, so the read waits for it.
+void settle_strict_states(int device) {
+  std::vector<std::shared_ptr<Graph>> in_flight;
+  for (const Entry& e : chains.at(device).entries)
+    if (e.state->state() == DeviceBuffer::State::Deferred && e.state->graph() && e.state->graph()->job)
+      in_flight.push_back(e.state->graph());
+  for (const auto& g : in_flight) executor::settle_locked(g);
+}
+
 // Reads the states whose graphs ran. Returns the message of the first failed
 // check, else of the first check left unverified by an earlier failure ("" if
 // none).
@@ -132,6 +143,7 @@ std::string read_chains() {
     std::vector<Entry> taken;
     {
       std::lock_guard<std::recursive_mutex> lock(executor::mu);
+      if (executor::mode == EagerMode::Strict) settle_strict_states(d);
       Chain& c = chains.at(d);
       auto keep = std::stable_partition(c.entries.begin(), c.entries.end(),
                                         [](const Entry& e) { return !ran(e); });

@@ -5,8 +5,11 @@
 // from the graph's nodes (runtime/graph.h) and compiled. Its arguments are
 // the graph's buffers, then its Numbers (one shared device buffer per
 // distinct value) and generator states. In defer_and_fuse the job goes to
-// the compile worker and the graph stays in flight until a result is needed
-// (settle_locked); strict and debug send only compiles there, and wait.
+// the compile workers and the graph stays in flight until a result is
+// needed (settle_locked). Strict sends a new program there too without
+// waiting, and every op after it while anything is in flight (launches keep
+// their order; an input still being produced is fed on the worker); debug
+// waits for what it sends.
 #include <algorithm>
 #include <unordered_map>
 
@@ -110,13 +113,33 @@ ProgramLabel program_label(std::span<const Node> nodes) {
 
 // ---------------------------------------------------------------- launching
 
+namespace {
+
+// A parameter still being produced on the worker becomes a PendingArg of
+// `job`, which must then launch there too, after its producer. False when
+// `p` is not in flight.
+bool feed_pending(const std::shared_ptr<DeviceBuffer>& p, CompileJob& job) {
+  if (p->state() != DeviceBuffer::State::Deferred || !p->graph() || !p->graph()->job) return false;
+  const std::shared_ptr<CompileJob>& producer = p->graph()->job;
+  for (size_t k = 0; k < producer->live.size(); ++k) {
+    if (producer->live[k].lock() == p) {
+      job.pending.push_back({job.args.size(), producer, k});
+      job.args.push_back(nullptr);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 DeviceBuffer* feed_arguments(const std::vector<std::shared_ptr<DeviceBuffer>>& params,
                              std::span<const Node> nodes, int device,
                              const CompiledProgram& program, CompileJob& job) {
   job.args.reserve(params.size() + program.numbers.size());
   for (const auto& p : params) {
     if (p->state() == DeviceBuffer::State::Error) return p.get();
-    job.args.push_back(&p->buffer());
+    if (!feed_pending(p, job)) job.args.push_back(&p->buffer());
   }
   for (const NumberParam& np : program.numbers) {
     const Arg& a = nodes[np.node].args[np.arg];
@@ -145,10 +168,15 @@ std::vector<int> pair_donations(const Graph& g, const std::vector<std::shared_pt
                                 std::vector<bool>& taken) {
   std::vector<int> alias(g.params.size(), -1);
   taken.assign(live.size(), false);
+  // A parameter still being produced on the worker (strict) is donated as it
+  // would be once produced, so that its program is the one later launches
+  // with it at hand will look up.
   auto donatable = [&](size_t p, size_t k) {
     const auto& buf = g.params[p];
-    return alias[p] < 0 && !taken[k] && buf.use_count() == 1 &&
-           buf->state() == DeviceBuffer::State::Materialized && live[k]->type() == buf->type();
+    const bool produced = buf->state() == DeviceBuffer::State::Materialized ||
+                          (buf->state() == DeviceBuffer::State::Deferred && buf->graph() && buf->graph()->job);
+    return alias[p] < 0 && !taken[k] && buf.use_count() - buf->job_holds() == 1 && produced &&
+           live[k]->type() == buf->type();
   };
   auto pair = [&](size_t p, size_t k) {
     alias[p] = static_cast<int>(k);
@@ -192,19 +220,22 @@ void name_failure(const Graph& g, CompileJob& job) {
   if (!job.error.empty()) job.error = failure_message(g, job.error);
 }
 
-// Runs the job: on the worker in defer_and_fuse (the graph stays in flight)
-// or for a compile, else here.
+// Runs the job: here when its program is compiled, its arguments are at
+// hand and nothing launches before it on the worker; else on the worker,
+// where the graph stays in flight while this thread records what comes
+// next (strict's first steps: the host runs ahead while programs compile
+// side by side). Debug mode waits for it at once: a wait can be interrupted
+// (Ctrl-C), a compile on this thread could not.
 void start(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live, std::shared_ptr<CompileJob> job) {
-  if (mode == EagerMode::DeferAndFuse || !job->mlir.empty()) {
-    // The program compiles (if new) and launches on the worker thread while
-    // this thread records what comes next; its results are taken when first
-    // needed. Strict and debug compile there too, and wait at once: a wait
-    // can be interrupted (Ctrl-C), a compile on this thread could not.
+  const bool compiled = job->program->ready.load(std::memory_order_acquire);
+  if (mode == EagerMode::DeferAndFuse || !compiled || !job->pending.empty() || !in_flight.empty()) {
+    if (!job->mlir.empty()) Runtime::get().insert(job->key, job->program);
+    for (const auto& p : job->params) p->add_job_hold(1);  // released by settle_locked
     job->live.assign(live.begin(), live.end());
     g.job = job;
     in_flight.push_back(g.shared_from_this());
     submit_to_worker(job);
-    if (mode != EagerMode::DeferAndFuse) settle_locked(g.shared_from_this());
+    if (mode == EagerMode::Debug) settle_locked(g.shared_from_this());
     return;
   }
   job->run();
@@ -217,10 +248,14 @@ void start(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live, std::shar
 void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
             const std::vector<std::pair<int, int>>& live_ids) {
   Runtime& rt = Runtime::get();
-  // Parameters still being produced on the worker are taken first: donation
-  // asks which of them are materialized.
+  // Parameters still being produced on the worker are taken first in
+  // defer_and_fuse and debug (donation asks which of them are materialized);
+  // strict feeds them on the worker instead (feed_arguments).
+  settle_finished_locked();
   for (const auto& p : g.params)
-    if (p->state() == DeviceBuffer::State::Deferred && p->graph()) settle_locked(p->graph());
+    if (p->state() == DeviceBuffer::State::Deferred && p->graph() &&
+        (mode != EagerMode::Strict || !p->graph()->job))
+      settle_locked(p->graph());
   std::vector<bool> taken;
   std::vector<int> alias = pair_donations(g, live, live_ids, taken);
   std::string key = launch_key(g, live_ids, alias);
@@ -231,6 +266,7 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   std::vector<TensorType> out_types;
   if (!program) {
     program = std::make_shared<CompiledProgram>();
+    program->ready.store(false, std::memory_order_relaxed);  // until compile_step
     mlir = build_program(g, live_ids, alias, *program, out_types);
   }
 
@@ -243,9 +279,7 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   for (size_t k = 0; k < live.size(); ++k)
     if (!taken[k]) new_bytes += live[k]->type().nbytes();
   check_allocation(g.device, new_bytes, [&] { return "tpu op " + g.describe(0); });
-  std::string injected;
-  if (rt.take_injected_failure(&injected))
-    return poison(live, failure_message(g, "on the device: " + injected));
+  rt.take_injected_failure(&job->injected_failure);  // fails when it launches, wherever that is
   job->program = program;
   job->params = g.params;  // kept alive (and donated) until the launch
   job->device = g.device;
@@ -261,18 +295,51 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   start(g, live, std::move(job));
 }
 
+namespace {
+
+// A job whose producer failed carries that producer's error, named by its
+// graph: the producer is settled first, and the parameter it poisoned
+// poisons this graph's results (as feed_arguments' failed input does).
+void settle_failed_input(Graph& g, CompileJob& job) {
+  std::vector<std::shared_ptr<DeviceBuffer>> params = std::move(job.params);
+  job.params.clear();
+  for (const PendingArg& p : job.pending)
+    for (const auto& b : params)
+      if (b->state() == DeviceBuffer::State::Deferred && b->graph() && b->graph()->job == p.producer)
+        settle_locked(b->graph());
+  for (const auto& b : params)
+    if (b->state() == DeviceBuffer::State::Error)
+      return split_failed_graph(g, params, b->error_message(), b->error_kind());
+  split_failed_graph(g, params, failure_message(g, job.error), job.error_kind);
+}
+
+}  // namespace
+
 void settle_locked(const std::shared_ptr<Graph>& g) {
   if (!g->job) return;
   g->job->wait();  // if interrupted, the graph stays in flight, to be settled later
   std::shared_ptr<CompileJob> job = std::move(g->job);
   in_flight.erase(std::remove(in_flight.begin(), in_flight.end(), g), in_flight.end());
+  for (const auto& p : job->params) p->add_job_hold(-1);
+  if (job->input_failed) return settle_failed_input(*g, *job);
   name_failure(*g, *job);
-  if (!job->error.empty() && g->nodes.size() > 1) {
+  // A device failure (injected: _fail_next_launch) poisons the whole graph;
+  // a compile error is split to the op at fault.
+  if (!job->error.empty() && g->nodes.size() > 1 && job->injected_failure.empty()) {
     std::vector<std::shared_ptr<DeviceBuffer>> params = std::move(job->params);
     job->params.clear();
     return split_failed_graph(*g, params, job->error, job->error_kind);
   }
   job->adopt_live();
+}
+
+bool settle_finished_locked() {
+  while (!in_flight.empty()) {
+    std::shared_ptr<Graph> oldest = in_flight.front();
+    if (!oldest->job->finished()) return false;
+    settle_locked(oldest);
+  }
+  return true;
 }
 
 }  // namespace torch_tpu::runtime::executor

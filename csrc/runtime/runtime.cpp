@@ -92,6 +92,14 @@ void Runtime::insert(const std::string& key, std::shared_ptr<CompiledProgram> pr
   }
 }
 
+void Runtime::forget(const std::string& key, const CompiledProgram* program) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = cache_.find(key);
+  if (it == cache_.end() || it->second.program.get() != program) return;
+  lru_.erase(it->second.age);
+  cache_.erase(it);
+}
+
 std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir,
                                                    std::vector<hlo::TensorType> outputs,
                                                    int device, const ProgramLabel& label) {

@@ -43,6 +43,8 @@ class Runtime {
   // one follows on a miss).
   std::shared_ptr<CompiledProgram> lookup(const std::string& key, bool count_miss = true);
   void insert(const std::string& key, std::shared_ptr<CompiledProgram> program);
+  // Removes `key` if it still names `program` (whose compile failed).
+  void forget(const std::string& key, const CompiledProgram* program);
   // Compiles `mlir` for `device`, or loads it from the persistent cache
   // (runtime/disk_cache.h), whose entries are keyed by the program text, the
   // plugin and the device so that nothing compiled elsewhere is reused.

@@ -58,6 +58,8 @@ bool riders_of(const OpCall& call, const Prepared& p, std::shared_ptr<Graph>& ri
 
 bool takes_hit_path(const OpCall& call, const Prepared& p, std::shared_ptr<Graph>& riders) {
   if (mode != EagerMode::Strict || capture_graph || call.fuse_with_next) return false;
+  // Launches go in order: while the worker has some, this one queues there.
+  if (!in_flight.empty() && !settle_finished_locked()) return false;
   for (const auto& d : call.destinations)
     if (d) return false;
   if (!materialized(p.bases.buffers)) return false;  // also: none is a rider's result
@@ -117,7 +119,7 @@ std::optional<std::vector<std::shared_ptr<DeviceBuffer>>> strict_hit(const OpCal
   } release;
   hit_key(call, p, riders.get(), scratch);
   std::shared_ptr<CompiledProgram> program = rt.lookup(scratch.key, false);
-  if (!program) return std::nullopt;
+  if (!program || !program->ready.load(std::memory_order_acquire)) return std::nullopt;  // compiling
   int64_t new_bytes = 0;
   for (const auto& t : types) new_bytes += t.nbytes();
   for (const auto& b : scratch.rider_live) new_bytes += b->type().nbytes();
