@@ -56,7 +56,8 @@ def metrics() -> dict:
     """Counters since start (or reset_metrics()): ops recorded, graphs
     launched, the results they wrote out (values still referenced when the
     graph ran; the rest were fused away), program cache hits and misses,
-    compilations and their time, persistent-cache hits, flushes by reason,
+    compilations and their time (wall seconds during which any compile ran:
+    compiles run side by side), persistent-cache hits, flushes by reason,
     bytes moved to the device."""
     raw = dict(_C._counters())
     flushes = {k[len("flush."):]: v for k, v in raw.items() if k.startswith("flush.")}
