@@ -20,7 +20,13 @@ struct ProgramLabel {
   uint64_t correlation = 0;  // profiler correlation id (runtime/profiler_events.h)
 };
 
-// `tier`: "disk" (loaded from the persistent cache) or "compiled".
+// A compile's tier -- "disk" (loaded from the persistent cache) or
+// "compiled" -- and when it ran.
+struct CompileNote {
+  const char* tier = nullptr;  // null: nothing to note
+  int64_t start_ns = 0, end_ns = 0;
+};
+
 void note_compile(const ProgramLabel& label, const std::string& tier, int device, int64_t start_ns,
                   int64_t end_ns);
 

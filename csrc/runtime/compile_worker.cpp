@@ -21,7 +21,7 @@ namespace torch_tpu::runtime {
 void CompileJob::compile_step() {
   if (mlir.empty()) return;
   try {
-    program->exe = Runtime::get().compile(mlir, out_types, device, label);
+    program->exe = Runtime::get().compile(mlir, out_types, device, label, &note);
   } catch (const Error& e) {
     program->compile_error = e.what();
     program->compile_error_kind = e.kind();
@@ -31,6 +31,7 @@ void CompileJob::compile_step() {
 }
 
 void CompileJob::launch_step() {
+  if (note.tier) note_compile(label, note.tier, device, note.start_ns, note.end_ns);
   for (const PendingArg& p : pending) {
     std::lock_guard<std::mutex> lock(p.producer->mu);
     if (!p.producer->error.empty() || p.out >= p.producer->out_ptrs.size()) {

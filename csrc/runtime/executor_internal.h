@@ -80,6 +80,7 @@ struct CompileJob {
   std::vector<std::weak_ptr<DeviceBuffer>> live;  // when run on the worker
   ProgramLabel label;
   std::string injected_failure;  // _fail_next_launch: the launch fails with it
+  CompileNote note;  // of compile_step, noted by launch_step (in launch order)
   // Results of run():
   std::vector<std::unique_ptr<pjrt::Buffer>> outs;
   std::vector<const pjrt::Buffer*> out_ptrs;  // outs as produced; adoption moves outs

@@ -137,7 +137,8 @@ struct Compiling {
 
 std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir,
                                                    std::vector<hlo::TensorType> outputs,
-                                                   int device, const ProgramLabel& label) {
+                                                   int device, const ProgramLabel& label,
+                                                   CompileNote* later) {
   if (env().dump_hlo) std::cerr << mlir << std::endl;
   Compiling compiling;
   int64_t start_ns = now_ns();
@@ -167,7 +168,8 @@ std::unique_ptr<pjrt::Executable> Runtime::compile(const std::string& mlir,
       // A plugin that cannot serialize still runs; it only loses the cache.
     }
   }
-  note_compile(label, tier, device, start_ns, now_ns());
+  if (later) *later = {tier, start_ns, now_ns()};
+  else note_compile(label, tier, device, start_ns, now_ns());
   return exe;
 }
 

@@ -48,10 +48,14 @@ class Runtime {
   // Compiles `mlir` for `device`, or loads it from the persistent cache
   // (runtime/disk_cache.h), whose entries are keyed by the program text, the
   // plugin and the device so that nothing compiled elsewhere is reused.
-  // `label` names the program in compile logs and traces (runtime/compile_log.h).
+  // `label` names the program in compile logs and traces (runtime/compile_log.h);
+  // with `later`, the caller notes it there (the compile workers note theirs
+  // in launch order, so that logs and "new program" or "new input shapes"
+  // do not depend on which of two compiles ended first).
   std::unique_ptr<pjrt::Executable> compile(const std::string& mlir,
                                             std::vector<hlo::TensorType> outputs,
-                                            int device, const ProgramLabel& label = {});
+                                            int device, const ProgramLabel& label = {},
+                                            CompileNote* later = nullptr);
 
   // Keeps the completion event of each launch until it is ready, so that
   // synchronize() waits for everything issued so far, including programs
