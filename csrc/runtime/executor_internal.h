@@ -222,6 +222,10 @@ void settle_locked(const std::shared_ptr<Graph>& g);
 // settle_locked() for the graphs in flight whose jobs have finished, oldest
 // first, stopping at the first still running. Returns whether none is left.
 bool settle_finished_locked();
+// Whether `b` is a result of a graph handed to the worker, not settled yet.
+inline bool on_worker(const DeviceBuffer& b) {
+  return b.state() == DeviceBuffer::State::Deferred && b.graph() && b.graph()->job;
+}
 
 // ---- compile_worker.cpp
 void submit_to_worker(std::shared_ptr<CompileJob> job);

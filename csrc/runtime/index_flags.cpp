@@ -124,8 +124,7 @@ bool ran(const Entry& e) {
 void settle_strict_states(int device) {
   std::vector<std::shared_ptr<Graph>> in_flight;
   for (const Entry& e : chains.at(device).entries)
-    if (e.state->state() == DeviceBuffer::State::Deferred && e.state->graph() && e.state->graph()->job)
-      in_flight.push_back(e.state->graph());
+    if (executor::on_worker(*e.state)) in_flight.push_back(e.state->graph());
   for (const auto& g : in_flight) executor::settle_locked(g);
 }
 

@@ -119,7 +119,7 @@ namespace {
 // `job`, which must then launch there too, after its producer. False when
 // `p` is not in flight.
 bool feed_pending(const std::shared_ptr<DeviceBuffer>& p, CompileJob& job) {
-  if (p->state() != DeviceBuffer::State::Deferred || !p->graph() || !p->graph()->job) return false;
+  if (!on_worker(*p)) return false;
   const std::shared_ptr<CompileJob>& producer = p->graph()->job;
   for (size_t k = 0; k < producer->live.size(); ++k) {
     if (producer->live[k].lock() == p) {
@@ -173,8 +173,7 @@ std::vector<int> pair_donations(const Graph& g, const std::vector<std::shared_pt
   // with it at hand will look up.
   auto donatable = [&](size_t p, size_t k) {
     const auto& buf = g.params[p];
-    const bool produced = buf->state() == DeviceBuffer::State::Materialized ||
-                          (buf->state() == DeviceBuffer::State::Deferred && buf->graph() && buf->graph()->job);
+    const bool produced = buf->state() == DeviceBuffer::State::Materialized || on_worker(*buf);
     return alias[p] < 0 && !taken[k] && buf.use_count() - buf->job_holds() == 1 && produced &&
            live[k]->type() == buf->type();
   };
@@ -254,7 +253,7 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   settle_finished_locked();
   for (const auto& p : g.params)
     if (p->state() == DeviceBuffer::State::Deferred && p->graph() &&
-        (mode != EagerMode::Strict || !p->graph()->job))
+        !(mode == EagerMode::Strict && on_worker(*p)))
       settle_locked(p->graph());
   std::vector<bool> taken;
   std::vector<int> alias = pair_donations(g, live, live_ids, taken);
@@ -298,15 +297,17 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
 namespace {
 
 // A job whose producer failed carries that producer's error, named by its
-// graph: the producer is settled first, and the parameter it poisoned
-// poisons this graph's results (as feed_arguments' failed input does).
+// graph: the producers (all launched before this job) are settled first,
+// and the parameter one poisoned poisons this graph's results (as
+// feed_arguments' failed input does).
 void settle_failed_input(Graph& g, CompileJob& job) {
   std::vector<std::shared_ptr<DeviceBuffer>> params = std::move(job.params);
   job.params.clear();
-  for (const PendingArg& p : job.pending)
-    for (const auto& b : params)
-      if (b->state() == DeviceBuffer::State::Deferred && b->graph() && b->graph()->job == p.producer)
-        settle_locked(b->graph());
+  for (const auto& b : params) {
+    if (!on_worker(*b)) continue;
+    std::shared_ptr<Graph> producer = b->graph();  // settling resets b's
+    settle_locked(producer);
+  }
   for (const auto& b : params)
     if (b->state() == DeviceBuffer::State::Error)
       return split_failed_graph(g, params, b->error_message(), b->error_kind());
