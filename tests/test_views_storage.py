@@ -240,6 +240,40 @@ def test_resize_grow_keeps_the_contents_of_a_result_not_computed_yet(tpu):
     assert torch.equal(x.cpu(), torch.arange(6.0) + 1)
 
 
+def test_zeros_take_no_program_until_used_and_read_as_zeros(tpu):
+    # A fresh storage is zero bytes that nothing has made yet: zero_ on it
+    # is already done, and its first read stages the zeros from the host.
+    import torch_tpu
+
+    torch.tpu.synchronize()
+    launches = torch_tpu._C._counters().get("launches", 0)
+    z = torch.zeros(3, 5, device=tpu, dtype=torch.bfloat16)
+    like = torch.zeros_like(torch.empty(2, 7, device=tpu, dtype=torch.int32))
+    assert torch.equal(z.cpu(), torch.zeros(3, 5, dtype=torch.bfloat16))
+    assert torch.equal(like.cpu(), torch.zeros(2, 7, dtype=torch.int32))
+    assert torch_tpu._C._counters().get("launches", 0) == launches  # no program made them
+    like.add_(4)  # an in-place write into the staged zeros
+    assert torch.equal(like.cpu(), torch.full((2, 7), 4, dtype=torch.int32))
+
+
+def test_zero_of_written_or_partly_covered_storage_still_writes_zeros(tpu):
+    # Only a whole never-written storage skips zero_; every other zero_ runs.
+    x = torch.arange(1.0, 7.0).to(tpu)
+    x[1:4].zero_()
+    assert torch.equal(x.cpu(), torch.tensor([1.0, 0, 0, 0, 5, 6]))
+    filled = torch.empty(4, device=tpu).fill_(2.0)  # pending in defer_and_fuse
+    filled.zero_()
+    assert torch.equal(filled.cpu(), torch.zeros(4))
+    fresh = torch.empty(6, device=tpu)
+    fresh[2:4].zero_()
+    fresh[:2] = 5.0
+    assert torch.equal(fresh.cpu(), torch.tensor([5.0, 5, 0, 0, 0, 0]))
+    t = torch.empty(2, 3, device=tpu).t()  # a transposed view covers its storage too
+    t.zero_()
+    t += torch.arange(6.0).reshape(3, 2).to(tpu)
+    assert torch.equal(t.cpu(), torch.arange(6.0).reshape(3, 2))
+
+
 def test_resize_shrink_and_zero(tpu):
     t = torch.arange(10.0).to(tpu)
     t.resize_(2, 2)

@@ -100,7 +100,7 @@ void resize_storage_bytes(const c10::Storage& storage, int64_t nbytes) {
   TORCH_CHECK(s != nullptr, "resize: not a tpu storage");
   if (nbytes == s->nbytes) return;
   translate_errors([&] {
-    if (s->base->state() == runtime::DeviceBuffer::State::Deferred && !s->base->graph()) {  // fresh: zeros
+    if (s->base->fresh_zeros()) {
       s->base = runtime::DeviceBuffer::deferred_zeros({hlo::ElementType::U8, {nbytes}}, s->device);
     } else {
       // Rare (out= tensors that grow): go through the host, keeping bytes.

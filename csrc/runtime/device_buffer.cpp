@@ -1,5 +1,7 @@
 #include "runtime/device_buffer.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "common/error.h"
@@ -17,26 +19,47 @@ namespace torch_tpu::runtime {
 
 namespace {
 
-// The pending op of a fresh storage: zero bytes. Cached per type like any
-// other program.
+// The zero bytes of a fresh storage, when something reads it. They come
+// from the host: a transfer costs far less than compiling a program (20-100
+// ms on the CPU plugin), and most fresh storages are read only once or a few
+// times per type (optimizer state, a gradient seed, an index check's first
+// state). A type whose transfers add up to about what a compile costs (a
+// loop that reads a fresh buffer every step), or one buffer too large to
+// stage on the host, gets a program instead, cached per type like any other,
+// which makes the zeros on the device.
+constexpr int64_t kUploadBudget = 256 << 20;  // bytes per type: ~16 ms on a PCIe link
+constexpr int64_t kLargestUpload = 16 << 20;
+
 std::unique_ptr<pjrt::Buffer> run_zeros(const hlo::TensorType& type, int device) {
   Runtime& rt = Runtime::get();
+  struct PerType {
+    int64_t uploaded = 0;  // bytes
+    std::shared_ptr<pjrt::Executable> program;
+  };
   static std::mutex mu;
-  static std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> programs;
+  static std::unordered_map<std::string, PerType> seen;
+  check_allocation(device, type.nbytes(),
+                   [&] { return "the zeros of a fresh tensor (" + type.str() + ")"; });
   std::shared_ptr<pjrt::Executable> exe;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (programs.size() >= 256) programs.clear();  // bounded: each holds mapped code
-    auto& slot = programs[type.str() + "@" + std::to_string(device)];
-    if (!slot) {
+    if (seen.size() >= 256) seen.clear();  // bounded: each program holds mapped code
+    PerType& t = seen[type.str() + "@" + std::to_string(device)];
+    if (!t.program && (t.uploaded + type.nbytes() > kUploadBudget || type.nbytes() > kLargestUpload)) {
       hlo::Builder b;
       hlo::Value z = b.zeros(type.dtype, type.shape);
-      slot = rt.compile(b.module({z}), {type}, device, {"zeros " + type.str(), 1, "", 0});
+      t.program = rt.compile(b.module({z}), {type}, device, {"zeros " + type.str(), 1, "", 0});
     }
-    exe = slot;
+    if (!t.program) t.uploaded += type.nbytes();
+    exe = t.program;
   }
-  check_allocation(device, type.nbytes(),
-                   [&] { return "the zeros of a fresh tensor (" + type.str() + ")"; });
+  if (!exe) {
+    std::unique_ptr<void, decltype(&std::free)> host(std::calloc(std::max<int64_t>(type.nbytes(), 1), 1),
+                                                     &std::free);
+    TPU_CHECK(host, ErrorKind::OutOfMemory, "out of host memory staging the zeros of a fresh tensor (",
+              type.str(), ")");
+    return rt.client().from_host(host.get(), type, device);
+  }
   auto out = exe->execute({}, {}, device);
   return std::move(out[0]);
 }
@@ -140,7 +163,7 @@ const pjrt::Buffer& DeviceBuffer::buffer() {
               "': its graph was flushed but the result was never computed");
   }
   if (state_ == State::Error) raise_error();
-  if (state_ == State::Deferred) set_buffer(run_zeros(type_, device_));
+  if (fresh_zeros()) set_buffer(run_zeros(type_, device_));
   return *buffer_;
 }
 

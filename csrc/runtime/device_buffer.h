@@ -71,6 +71,9 @@ class DeviceBuffer {
   ErrorKind error_kind() const { return error_kind_; }
   // The unflushed graph that will produce this buffer, if any.
   const std::shared_ptr<Graph>& graph() const { return graph_; }
+  // A fresh storage's buffer, never written: zero bytes, made on the device
+  // only when something reads it.
+  bool fresh_zeros() const { return state_ == State::Deferred && !graph_; }
   int graph_node() const { return node_; }
   int graph_result() const { return result_; }
 

@@ -170,10 +170,12 @@ std::vector<int> pair_donations(const Graph& g, const std::vector<std::shared_pt
   taken.assign(live.size(), false);
   // A parameter still being produced on the worker (strict) is donated as it
   // would be once produced, so that its program is the one later launches
-  // with it at hand will look up.
+  // with it at hand will look up; so is a fresh storage's, which its feeding
+  // makes a buffer of its own.
   auto donatable = [&](size_t p, size_t k) {
     const auto& buf = g.params[p];
-    const bool produced = buf->state() == DeviceBuffer::State::Materialized || on_worker(*buf);
+    const bool produced = buf->state() == DeviceBuffer::State::Materialized || on_worker(*buf) ||
+                          buf->fresh_zeros();
     return alias[p] < 0 && !taken[k] && buf.use_count() - buf->job_holds() == 1 && produced &&
            live[k]->type() == buf->type();
   };
