@@ -268,7 +268,7 @@ def test_zero_of_written_or_partly_covered_storage_still_writes_zeros(tpu):
     fresh[2:4].zero_()
     fresh[:2] = 5.0
     assert torch.equal(fresh.cpu(), torch.tensor([5.0, 5, 0, 0, 0, 0]))
-    t = torch.empty(2, 3, device=tpu).t()  # a transposed view covers its storage too
+    t = torch.empty(2, 3, device=tpu).t()  # all of a fresh storage, but not contiguous: zero_ runs
     t.zero_()
     t += torch.arange(6.0).reshape(3, 2).to(tpu)
     assert torch.equal(t.cpu(), torch.arange(6.0).reshape(3, 2))

@@ -1,11 +1,11 @@
-// zero_ of a tensor that covers a storage never written is already done: a
+// zero_ of a tensor that covers a never-written storage is already done: a
 // fresh storage holds zero bytes until something reads it
-// (runtime/device_buffer.h).
-// torch.zeros and zeros_like are empty + zero_, so without this every new
-// shape cost a program for zero_ (and one for the fresh storage it read)
-// before a single value was needed: nine of the 80 programs of a small GPT's
-// first AdamW step. While torch.compile captures, the op is recorded as
-// usual: the captured program must make the zeros itself on every call.
+// (runtime/device_buffer.h). torch.zeros and zeros_like are empty + zero_,
+// so without this every new shape cost a program for zero_ before a single
+// value was needed: 9 of the 80 programs of a small GPT's first training
+// step (AdamW's state) were zero_'s. While torch.compile captures,
+// the op is recorded as usual: the captured program must make the zeros
+// itself on every call.
 #include "aten/op_kernel.h"
 #include "aten/tensor_bridge.h"
 #include "runtime/executor.h"
