@@ -10,7 +10,10 @@
 // number of leading batch dims. When Hq is a multiple of Hk (grouped-query
 // attention), query head h reads key/value head h / (Hq / Hk), as
 // repeat_interleave in PyTorch's math backend; the fused op is not told
-// enable_gqa, so the head counts decide.
+// enable_gqa, so the head counts decide. The query-side operand of each
+// product is viewed as [..., Hk, group, ...] and batched with its key/value
+// head, so k and v are never copied per query head (which cost two fusions,
+// memory and compile time).
 #include <cmath>
 #include <cstdint>
 
@@ -37,7 +40,7 @@ Dims iota_dims(int64_t n) {
 }
 
 struct Attention {
-  Value q, k, v;                 // in acc, k and v already spread over the query heads
+  Value q, k, v;                 // in acc; k and v have Hq / group heads
   std::optional<Value> bias;     // the caller's mask, as given
   bool causal = false;
   double scale = 1;
@@ -47,17 +50,22 @@ struct Attention {
   Dims batch() const { return iota_dims(rank() - 2); }
 };
 
-// [..., Hk, S, D] -> [..., Hk * group, S, D], each head repeated `group` times in place.
-Value spread_heads(Builder& b, Value x, int64_t group) {
-  if (group == 1) return x;
-  int64_t r = x.rank();
-  Shape wide = x.shape();
-  wide.insert(wide.begin() + (r - 2), group);
-  Dims dims;
-  for (int64_t i = 0; i < r; ++i) dims.push_back(i < r - 2 ? i : i + 1);
-  Shape out = x.shape();
-  out[r - 3] *= group;
-  return b.reshape(b.broadcast_in_dim(x, wide, dims), out);
+// A query-side operand [..., Hq, A, B] times a key/value-side one
+// [..., Hk, C, D], each query head with its key/value head, contracting
+// dimension `lc` of the first and `rc` of the second (both counted in the
+// query side's rank): [..., Hq, A or B, C or D].
+Value head_dot(Builder& b, const Attention& at, Value lhs, Value rhs, int64_t lc, int64_t rc) {
+  int64_t r = lhs.rank();
+  Dims batch = iota_dims(r - 2);
+  if (at.group == 1) return b.dot_general(lhs, rhs, batch, batch, {lc}, {rc}, at.acc);
+  Shape split = lhs.shape();
+  split[r - 3] /= at.group;
+  split.insert(split.begin() + (r - 2), at.group);
+  Value out = b.dot_general(b.reshape(lhs, split), rhs, batch, batch, {lc + 1}, {rc}, at.acc);
+  Shape joined = out.shape();
+  joined[r - 3] *= at.group;
+  joined.erase(joined.begin() + (r - 2));
+  return b.reshape(out, joined);
 }
 
 // The inverse for gradients: sums each group of query heads back into its key/value head.
@@ -96,8 +104,8 @@ Attention read(Context& ctx, const Value& q, const Value& k, const Value& v,
     TPU_CHECK(k.shape()[d] == q.shape()[d] && v.shape()[d] == q.shape()[d], ErrorKind::Runtime, op,
               ": batch dims of query, key and value differ");
   at.q = cast(b, q, at.acc);
-  at.k = spread_heads(b, cast(b, k, at.acc), at.group);
-  at.v = spread_heads(b, cast(b, v, at.acc), at.group);
+  at.k = cast(b, k, at.acc);
+  at.v = cast(b, v, at.acc);
   at.bias = bias;
   at.causal = causal;
   double e = double(q.shape()[r - 1]);
@@ -110,7 +118,7 @@ Attention read(Context& ctx, const Value& q, const Value& k, const Value& v,
 // q kᵀ scale with the mask applied: [..., L, S] in acc.
 Value scores(Builder& b, const Attention& at) {
   int64_t r = at.rank();
-  Value s = b.dot_general(at.q, at.k, at.batch(), at.batch(), {r - 1}, {r - 1}, at.acc);
+  Value s = head_dot(b, at, at.q, at.k, r - 1, r - 1);
   s = b.mul(s, b.full(at.scale, at.acc, s.shape()));
   Value neg_inf = b.full(-INFINITY, at.acc, s.shape());
   if (at.bias) {
@@ -225,7 +233,7 @@ Values lower_sdpa_overrideable(Context& ctx, const Args& a) {
     p = b.select(keep, b.div(p, b.full(1 - dropout, at.acc, p.shape())), b.zeros(at.acc, p.shape()));
   }
   int64_t r = at.rank();
-  Value out = b.dot_general(p, at.v, at.batch(), at.batch(), {r - 1}, {r - 2}, at.acc);
+  Value out = head_dot(b, at, p, at.v, r - 1, r - 2);
   return {cast(b, out, q.dtype()), lse, b.zeros(E::I64, {0}), b.zeros(E::I64, {0}), seed, offset,
           b.zeros(q.dtype(), {0})};
 }
@@ -259,7 +267,7 @@ Values lower_sdpa_overrideable_backward(Context& ctx, const Args& a) {
   Value p = probabilities(b, s, row_softmax(b, s));
   Value go = cast(b, g, at.acc);
   // dP before dropout is dO vᵀ through the kept entries, rescaled.
-  Value dp = b.dot_general(go, at.v, batch, batch, {r - 1}, {r - 1}, at.acc);
+  Value dp = head_dot(b, at, go, at.v, r - 1, r - 1);
   Value pd = p;
   if (dropout > 0) {
     Value keep = keep_mask(b, cast(b, a[14].as_tensor(), E::I64), cast(b, a[15].as_tensor(), E::I64),
@@ -275,7 +283,7 @@ Values lower_sdpa_overrideable_backward(Context& ctx, const Args& a) {
   Value ds = b.mul(p, b.sub(dp, b.broadcast_in_dim(row, p.shape(), iota_dims(r - 1))));
   Value scale = b.full(at.scale, at.acc, ds.shape());
   Value dss = b.mul(ds, scale);
-  Value dq = b.dot_general(dss, at.k, batch, batch, {r - 1}, {r - 2}, at.acc);
+  Value dq = head_dot(b, at, dss, at.k, r - 1, r - 2);
   Value dk = b.dot_general(dss, at.q, batch, batch, {r - 2}, {r - 2}, at.acc);
   Value dbias = bias && bias->dtype() != E::Bool ? cast(b, unbroadcast(b, ds, bias->shape()), bias->dtype())
                                                  : b.zeros(q.dtype(), {0});
