@@ -20,12 +20,14 @@ void zero_unless_fresh(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   const at::Tensor& self = torch::jit::peek(*stack, 0, 1).toTensor();
   if (self.device().type() == c10::DeviceType::PrivateUse1 && !runtime::capturing()) {
     runtime::Storage* s = storage_of(self);
-    runtime::ViewGeometry g = geometry_of(self);
-    // Typed as the op's result would have been: the next op's program reads
-    // the same type whether this step made the zeros or a later one wrote them.
-    if (s != nullptr && s->base->fresh_zeros() && runtime::covers_storage(g, s->nbytes)) {
-      s->base = runtime::DeviceBuffer::deferred_zeros({g.dtype, g.sizes}, s->device);
-      return;  // self stays on the stack as the result
+    if (s != nullptr && s->base->fresh_zeros()) {  // checked first: most zero_ calls write
+      runtime::ViewGeometry g = geometry_of(self);
+      // Typed as the op's result would have been: the next op's program reads
+      // the same type whether this step made the zeros or a later one wrote them.
+      if (runtime::covers_storage(g, s->nbytes)) {
+        s->base = runtime::DeviceBuffer::deferred_zeros({g.dtype, g.sizes}, s->device);
+        return;  // self stays on the stack as the result
+      }
     }
   }
   lowered_op_kernel(op, stack);

@@ -50,32 +50,35 @@ struct Attention {
   Dims batch() const { return iota_dims(rank() - 2); }
 };
 
+// [..., Hk * group, A, B] as [..., Hk, group, A, B]: query heads by their
+// key/value head.
+Shape split_heads(Shape s, int64_t group) {
+  int64_t r = static_cast<int64_t>(s.size());
+  s[r - 3] /= group;
+  s.insert(s.begin() + (r - 2), group);
+  return s;
+}
+
 // A query-side operand [..., Hq, A, B] times a key/value-side one
 // [..., Hk, C, D], each query head with its key/value head, contracting
 // dimension `lc` of the first and `rc` of the second (both counted in the
 // query side's rank): [..., Hq, A or B, C or D].
 Value head_dot(Builder& b, const Attention& at, Value lhs, Value rhs, int64_t lc, int64_t rc) {
-  int64_t r = lhs.rank();
-  Dims batch = iota_dims(r - 2);
+  int64_t r = at.rank();
+  Dims batch = at.batch();
   if (at.group == 1) return b.dot_general(lhs, rhs, batch, batch, {lc}, {rc}, at.acc);
-  Shape split = lhs.shape();
-  split[r - 3] /= at.group;
-  split.insert(split.begin() + (r - 2), at.group);
-  Value out = b.dot_general(b.reshape(lhs, split), rhs, batch, batch, {lc + 1}, {rc}, at.acc);
+  Value out = b.dot_general(b.reshape(lhs, split_heads(lhs.shape(), at.group)), rhs, batch, batch,
+                            {lc + 1}, {rc}, at.acc);
   Shape joined = out.shape();
   joined[r - 3] *= at.group;
   joined.erase(joined.begin() + (r - 2));
   return b.reshape(out, joined);
 }
 
-// The inverse for gradients: sums each group of query heads back into its key/value head.
+// For gradients: sums each group of query heads back into its key/value head.
 Value gather_heads(Builder& b, Value x, int64_t group) {
   if (group == 1) return x;
-  int64_t r = x.rank();
-  Shape split = x.shape();
-  split[r - 3] /= group;
-  split.insert(split.begin() + (r - 2), group);
-  return b.reduce_sum(b.reshape(x, split), {r - 2});
+  return b.reduce_sum(b.reshape(x, split_heads(x.shape(), group)), {x.rank() - 2});
 }
 
 Attention read(Context& ctx, const Value& q, const Value& k, const Value& v,
