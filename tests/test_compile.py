@@ -499,6 +499,24 @@ def test_dropout_draws_fresh_randomness_every_call():
     assert 0.4 < zeros < 0.6
 
 
+def test_graph_numbers_are_literals_of_the_captured_program(run_python):
+    # A captured program serves one set of numbers (a new value is a new
+    # graph), so they are constants XLA can fold (pow(x, 2) -> x * x), not
+    # runtime parameters: the program's only parameter is x.
+    r = run_python("""
+        import torch, torch_tpu
+        x = torch.linspace(-2, 2, 12)
+        g = torch.compile(lambda x: torch.pow(x, 2) * 0.5 + 3.0, backend="tpu")
+        torch.testing.assert_close(g(x.to("tpu")).cpu(), torch.pow(x, 2) * 0.5 + 3.0)
+        print("ok")
+    """, TORCH_TPU_DUMP_HLO="1", TORCH_TPU_CACHE_DIR=None)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-4000:]
+    mains = [line.strip() for line in r.stderr.splitlines()
+             if "func.func public @main" in line and "12xf32" in line]
+    assert len(mains) == 1, r.stderr[-4000:]
+    assert mains[0].startswith("func.func public @main(%v0: tensor<12xf32>) ->"), mains[0]
+
+
 def test_static_shapes_recompile_per_shape():
     def f(x):
         return torch.tanh(x) * 2

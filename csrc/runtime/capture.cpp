@@ -4,9 +4,11 @@
 // the value is data-dependent). end_capture builds one program from it whose
 // parameters are the graph's parameters -- call inputs, or buffers captured
 // with it as constants -- and compiles it with each updated input aliased to
-// its new value. What was recorded only stood for the program's values: its
+// its new value. The program serves one set of values, so the graph's
+// numbers and the scalars among its constants are literals, which XLA folds. What was recorded only stood for the program's values: its
 // buffers are turned into errors, never run.
 #include <algorithm>
+#include <cstring>
 
 #include "runtime/executor_internal.h"
 #include "runtime/profiler_events.h"
@@ -34,6 +36,30 @@ void drop_capture() {
       if (auto b = weak.lock())
         b->set_error("a tensor computed while capturing a torch.compile graph has no value");
   capture_graph.reset();
+}
+
+// The value of a scalar buffer captured as a constant (a number
+// AOTAutograd lifted into a tensor), or none for anything else.
+std::optional<lowering::Number> scalar_literal(DeviceBuffer& buffer) {
+  const hlo::TensorType& t = buffer.type();
+  // Materialized only: reading it runs nothing (no flush, no index check).
+  if (!t.shape.empty() || buffer.state() != DeviceBuffer::State::Materialized) return std::nullopt;
+  uint8_t bytes[8] = {0};
+  lowering::Number n;
+  auto read = [&](auto v) {
+    buffer.buffer().to_host(bytes);
+    std::memcpy(&v, bytes, sizeof(v));
+    return v;
+  };
+  switch (t.dtype) {
+    case hlo::ElementType::F64: n.kind = lowering::Number::Kind::Float; n.f = read(double()); break;
+    case hlo::ElementType::F32: n.kind = lowering::Number::Kind::Float; n.f = read(float()); break;
+    case hlo::ElementType::I64: n.i = read(int64_t()); break;
+    case hlo::ElementType::I32: n.i = read(int32_t()); break;
+    case hlo::ElementType::Bool: n.kind = lowering::Number::Kind::Bool; n.i = read(uint8_t()); break;
+    default: return std::nullopt;  // rarer types stay parameters
+  }
+  return n;
 }
 
 }  // namespace
@@ -80,7 +106,17 @@ std::shared_ptr<CapturedProgram> end_capture(const std::vector<std::shared_ptr<D
   std::vector<NumberParam> numbers;
   for (const auto& out : outputs)
     if (out->graph() != g) g->param_of(out);
-  auto results = build_graph(b, *g, param_values, numbers);
+  // A captured program serves one set of numbers (they are in its key), so
+  // they are literals, which XLA folds: pow(x, 2) becomes x * x. So are the
+  // scalars captured with it, read once (buffers never change).
+  std::vector<int> input_of(g->params.size(), -1);
+  std::vector<std::optional<lowering::Number>> literals(g->params.size());
+  for (size_t p = 0; p < g->params.size(); ++p) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i] == g->params[p]) input_of[p] = static_cast<int>(i);
+    if (input_of[p] < 0) literals[p] = executor::scalar_literal(*g->params[p]);
+  }
+  auto results = build_graph(b, *g, param_values, numbers, /*constant_numbers=*/true, &literals);
   std::vector<Value> outs;
   for (const auto& out : outputs) {
     Value v = out->graph() == g ? results[out->graph_node()][out->graph_result()]
@@ -90,9 +126,9 @@ std::shared_ptr<CapturedProgram> end_capture(const std::vector<std::shared_ptr<D
   }
   program->mlir_keep_ = b.module(outs);
   for (size_t p = 0; p < g->params.size(); ++p) {
+    if (literals[p]) continue;
     CapturedProgram::Source src;
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (inputs[i] == g->params[p]) src.input = static_cast<int>(i);
+    src.input = input_of[p];
     if (src.input < 0) src.constant = g->params[p];
     int k = src.input < 0 ? -1 : updates[src.input];
     if (k >= 0 && outs[k].type == param_values[p].type) {

@@ -51,14 +51,17 @@ namespace {
 
 class NodeContext : public lowering::Context {
  public:
-  NodeContext(hlo::Builder& b, const Node& node, int index, std::vector<NumberParam>& numbers)
-      : Context(b, node.default_float), node_(node), index_(index), numbers_(numbers) {}
+  NodeContext(hlo::Builder& b, const Node& node, int index, std::vector<NumberParam>& numbers,
+              bool constant_numbers)
+      : Context(b, node.default_float), node_(node), index_(index), numbers_(numbers),
+        constant_numbers_(constant_numbers) {}
 
   Value number(const Arg& a, ElementType t) override {
     TPU_CHECK(a.kind == Arg::Kind::Number, ErrorKind::Type, "argument ", a.index,
               " is not a number");
     // A static value shapes the program (its value is in the signature).
-    if (node_.lowering->static_numbers) return lowering::number_constant(b, a.number, t);
+    if (node_.lowering->static_numbers || constant_numbers_)
+      return lowering::number_constant(b, a.number, t);
     numbers_.push_back({index_, a.index, t, false, a.element});
     return b.parameter(hlo::scalar_type(t));
   }
@@ -74,6 +77,7 @@ class NodeContext : public lowering::Context {
   const Node& node_;
   int index_;
   std::vector<NumberParam>& numbers_;
+  bool constant_numbers_;
 };
 
 using Resolver = std::function<Value(const BaseRef&)>;
@@ -83,7 +87,7 @@ using Resolver = std::function<Value(const BaseRef&)>;
 // node's results and sets `outputs` to the lowering's output types.
 std::vector<Value> build_node(hlo::Builder& b, const Node& node, int index, const Resolver& base_value,
                               std::vector<NumberParam>& numbers,
-                              std::vector<hlo::TensorType>* outputs) {
+                              std::vector<hlo::TensorType>* outputs, bool constant_numbers = false) {
   lowering::Args args = node.args;
   for (size_t i = 0; i < args.size(); ++i) {
     Arg& a = args[i];
@@ -98,7 +102,7 @@ std::vector<Value> build_node(hlo::Builder& b, const Node& node, int index, cons
                                : std::nullopt);
     }
   }
-  NodeContext ctx(b, node, index, numbers);
+  NodeContext ctx(b, node, index, numbers, constant_numbers);
   b.set_float32_precision(node.precision);
   std::vector<Value> out = node.lowering->fn(ctx, args);
   std::vector<Value> results;
@@ -137,15 +141,23 @@ std::vector<Value> build_node(hlo::Builder& b, const Node& node, int index, cons
 
 std::vector<std::vector<Value>> build_graph(hlo::Builder& b, Graph& g,
                                             std::vector<Value>& param_values,
-                                            std::vector<NumberParam>& number_params) {
+                                            std::vector<NumberParam>& number_params,
+                                            bool constant_numbers,
+                                            const std::vector<std::optional<lowering::Number>>* literals) {
   param_values.clear();
-  for (const auto& p : g.params) param_values.push_back(b.parameter(p->type()));
+  for (size_t p = 0; p < g.params.size(); ++p) {
+    const hlo::TensorType& type = g.params[p]->type();
+    const bool literal = literals && (*literals)[p];
+    param_values.push_back(literal ? lowering::number_constant(b, *(*literals)[p], type.dtype)
+                                   : b.parameter(type));
+  }
   std::vector<std::vector<Value>> results(g.nodes.size());
   Resolver resolve = [&](const BaseRef& r) -> Value {
     return r.param >= 0 ? param_values[r.param] : results[r.node][r.result];
   };
   for (size_t n = 0; n < g.nodes.size(); ++n)
-    results[n] = build_node(b, g.nodes[n], static_cast<int>(n), resolve, number_params, nullptr);
+    results[n] = build_node(b, g.nodes[n], static_cast<int>(n), resolve, number_params, nullptr,
+                            constant_numbers);
   return results;
 }
 

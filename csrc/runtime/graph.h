@@ -117,6 +117,10 @@ class Graph : public std::enable_shared_from_this<Graph> {
 // buffer), then every node in order. Returns each node's result values.
 // Numbers and generator states become parameters as lowerings ask for them;
 // `number_params` receives (node, argument, type) of each, in order.
+// A program built for one set of values (a torch.compile capture) takes
+// them as literals instead, which XLA folds and specializes: with
+// `constant_numbers` the numbers, and with `literals` the external buffers
+// that have one (no parameter is made for those).
 struct NumberParam {
   int node, arg;
   hlo::ElementType type;
@@ -125,7 +129,9 @@ struct NumberParam {
 };
 std::vector<std::vector<hlo::Value>> build_graph(hlo::Builder& b, Graph& g,
                                                  std::vector<hlo::Value>& param_values,
-                                                 std::vector<NumberParam>& number_params);
+                                                 std::vector<NumberParam>& number_params,
+                                                 bool constant_numbers = false,
+                                                 const std::vector<std::optional<lowering::Number>>* literals = nullptr);
 
 // The types of a node's outputs and results; builds the node alone (and
 // raises its shape and dtype errors) the first time a signature is seen.
