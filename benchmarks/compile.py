@@ -14,8 +14,12 @@ an accelerator gives the bigger model), as
 
 Configurations are interleaved (one timed block of each per round, several
 rounds) and the median of the rounds is reported, because this machine is
-shared and its speed drifts. Prints steps per second and compile_tpu's ratio
-to every peer; writes benchmarks/results/compile.{json,png}.
+shared and its speed drifts. Each configuration runs in a process of its own,
+kept for the rounds of its workload: in one process jaxlib's threads, the
+plugin's and Inductor's slow each other (defer_and_fuse / compile_tpu on the
+small training step measured 0.68-0.69x with JAX in the same process, 0.77-0.83x
+without it). Prints steps per second and compile_tpu's ratio to every peer;
+writes benchmarks/results/compile.{json,png}.
 
 JAX's jaxlib carries its own XLA: by default it hands dots and reductions to
 the YNNPACK library (fusions of kind __ynn_fusion), which the xla-cpu-pjrt
@@ -34,8 +38,10 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
+import types
 
 import torch
 
@@ -160,7 +166,57 @@ def timed_block(step, finish, config, steps):
         return (time.perf_counter() - start) / steps, value
 
 
+class Worker:
+    """One configuration of one workload in a process of its own, set up and
+    warmed up at start (`ready`: warm-up seconds and the value it gave, or why
+    it was skipped), then timing blocks of steps when asked."""
+
+    def __init__(self, workload, size, config, warmup):
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--worker", workload, size, config, str(warmup)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.ready = self._reply()
+
+    def block(self, steps):
+        """Seconds per step of a timed block of `steps` steps."""
+        self.proc.stdin.write(f"{steps}\n")
+        self.proc.stdin.flush()
+        return self._reply()["t"]
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+    def _reply(self):
+        for line in self.proc.stdout:
+            if line.startswith(REPLY):
+                return json.loads(line[len(REPLY):])
+        raise RuntimeError(f"the {self.proc.args[3:6]} worker exited ({self.proc.wait()})")
+
+
+REPLY = "@@compile.py "
+
+
+def worker(workload, size, config, warmup):
+    def reply(obj):
+        print(REPLY + json.dumps(obj), flush=True)
+
+    args = types.SimpleNamespace(**SIZES[size])
+    try:
+        step, finish = setup(workload, config, args)
+    except ImportError as e:
+        return reply({"skipped": str(e)})
+    start = time.perf_counter()
+    with mode_of(config):
+        value = finish([step() for _ in range(warmup)])
+    reply({"warmup_s": time.perf_counter() - start, "value": value})
+    for line in sys.stdin:
+        reply({"t": timed_block(step, finish, config, int(line))[0]})
+
+
 def main():
+    if len(sys.argv) == 6 and sys.argv[1] == "--worker":
+        return worker(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="issue,small", help=f"GPT sizes: {', '.join(SIZES)}")
     p.add_argument("--warmup", type=int, default=3)
@@ -177,29 +233,28 @@ def main():
     for base_workload, size in runs:
         vars(args).update(SIZES[size])
         workload = f"{base_workload}[{size}]"
-        steps, first = {}, {}
+        workers, first = {}, {}
         for config in configs:
-            try:
-                step, finish = setup(base_workload, config, args)
-            except ImportError as e:
-                print(f"{workload}/{config}: skipped ({e}); pip install jax jaxlib")
+            w = Worker(base_workload, size, config, args.warmup)
+            if "skipped" in w.ready:
+                print(f"{workload}/{config}: skipped ({w.ready['skipped']}); pip install jax jaxlib")
+                w.close()
                 continue
-            start = time.perf_counter()
-            with mode_of(config):
-                first[config] = finish([step() for _ in range(args.warmup)])
-            compile_seconds[f"{workload}/{config}"] = time.perf_counter() - start
-            steps[config] = (step, finish)
-            print(f"{workload}/{config}: warmed up in {compile_seconds[f'{workload}/{config}']:.1f} s "
+            workers[config] = w
+            first[config] = w.ready["value"]
+            compile_seconds[f"{workload}/{config}"] = w.ready["warmup_s"]
+            print(f"{workload}/{config}: warmed up in {w.ready['warmup_s']:.1f} s "
                   f"(value {first[config]:.5f})", flush=True)
         # Timed blocks of at least ~0.3 s for each config (fast steps would
         # otherwise be timed a clock tick at a time).
-        block = {c: max(args.steps, math.ceil(0.3 / timed_block(*steps[c], c, 1)[0])) for c in steps}
-        times = {c: [] for c in steps}
+        block = {c: max(args.steps, math.ceil(0.3 / w.block(1))) for c, w in workers.items()}
+        times = {c: [] for c in workers}
         for r in range(args.rounds):
-            order = list(steps) if r % 2 == 0 else list(reversed(steps))  # interleaved
+            order = list(workers) if r % 2 == 0 else list(reversed(workers))  # interleaved
             for config in order:
-                t, _ = timed_block(*steps[config], config, block[config])
-                times[config].append(t)
+                times[config].append(workers[config].block(block[config]))
+        for w in workers.values():
+            w.close()
         row = {c: 1.0 / statistics.median(ts) for c, ts in times.items()}
         results[workload] = row
         losses[workload] = first
