@@ -29,19 +29,13 @@ void check_index(c10::DeviceIndex device) {
   translate_errors([&] { runtime::Runtime::get().check_device(device); });
 }
 
-}  // namespace
-
-c10::DataPtr storage_data_ptr(runtime::Storage* storage) {
-  return {storage, storage, &delete_storage,
-          c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(storage->device))};
-}
-
-namespace {
-
 class TpuAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
-    return storage_data_ptr(new runtime::Storage(static_cast<int64_t>(nbytes), current_device()));
+    int device = current_device();
+    auto* storage = new runtime::Storage(static_cast<int64_t>(nbytes), device);
+    return {storage, storage, &delete_storage,
+            c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device))};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void*, const void*, std::size_t) const override {

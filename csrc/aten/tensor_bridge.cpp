@@ -78,20 +78,15 @@ int current_device() { return current; }
 void set_current_device(int index) { current = index; }
 
 at::Tensor wrap_buffer(std::shared_ptr<runtime::DeviceBuffer> buffer, int device) {
-  // Built here rather than through the allocator, whose fresh storage would
-  // carry a placeholder base only to be replaced: every op result comes here.
-  const hlo::TensorType& type = buffer->type();
-  c10::SmallVector<int64_t, 6> sizes(type.shape.begin(), type.shape.end());
-  if (buffer->padded()) sizes[buffer->padding().dim] = buffer->padding().size;
-  const c10::ScalarType dtype = to_aten(type.dtype);
-  int64_t nbytes = static_cast<int64_t>(c10::elementSize(dtype));
-  for (int64_t d : sizes) nbytes *= d;
-  auto* storage = new runtime::Storage(nbytes, device, std::move(buffer));
-  c10::Storage owner(c10::Storage::use_byte_size_t(), nbytes, storage_data_ptr(storage), tpu_allocator(),
-                     /*resizable=*/true);
-  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(owner), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::scalarTypeToTypeMeta(dtype));
-  if (sizes.size() != 1 || sizes[0] != 0) t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  int saved = current_device();
+  set_current_device(device);
+  const hlo::TensorType type = buffer->logical_type();
+  std::vector<int64_t> sizes(type.shape.begin(), type.shape.end());
+  at::Tensor t = at::detail::empty_generic(sizes, tpu_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           to_aten(type.dtype), std::nullopt);
+  set_current_device(saved);
+  storage_of(t)->base = std::move(buffer);
   return t;
 }
 

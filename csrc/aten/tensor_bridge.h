@@ -18,8 +18,6 @@ runtime::ViewGeometry geometry_of(const at::Tensor& t);
 runtime::TensorInput input_of(const at::Tensor& t);
 
 c10::Allocator* tpu_allocator();
-// The DataPtr that owns `storage` (freed with the last c10 storage using it).
-c10::DataPtr storage_data_ptr(runtime::Storage* storage);
 int current_device();
 void set_current_device(int index);
 

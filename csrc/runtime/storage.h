@@ -17,9 +17,6 @@ struct Storage {
       : nbytes(nbytes),
         device(device),
         base(DeviceBuffer::deferred_zeros({hlo::ElementType::U8, {nbytes}}, device)) {}
-  // A storage whose contents are `base` from the start (an op's result).
-  Storage(int64_t nbytes, int device, std::shared_ptr<DeviceBuffer> base)
-      : nbytes(nbytes), device(device), base(std::move(base)) {}
 
   int64_t nbytes;
   int device;
