@@ -4,9 +4,10 @@
 // the value is data-dependent). end_capture builds one program from it whose
 // parameters are the graph's parameters -- call inputs, or buffers captured
 // with it as constants -- and compiles it with each updated input aliased to
-// its new value. The program serves one set of values, so the graph's
-// numbers and the scalars among its constants are literals, which XLA folds. What was recorded only stood for the program's values: its
-// buffers are turned into errors, never run.
+// its new value. The program serves one set of values (they are in its key),
+// so the graph's numbers and the scalars among its constants are literals,
+// which XLA folds: pow(x, 2) becomes x * x. What was recorded only stood for
+// the program's values: its buffers are turned into errors, never run.
 #include <algorithm>
 #include <cstring>
 
@@ -106,9 +107,7 @@ std::shared_ptr<CapturedProgram> end_capture(const std::vector<std::shared_ptr<D
   std::vector<NumberParam> numbers;
   for (const auto& out : outputs)
     if (out->graph() != g) g->param_of(out);
-  // A captured program serves one set of numbers (they are in its key), so
-  // they are literals, which XLA folds: pow(x, 2) becomes x * x. So are the
-  // scalars captured with it, read once (buffers never change).
+  // Scalar constants are read once: a buffer never changes.
   std::vector<int> input_of(g->params.size(), -1);
   std::vector<std::optional<lowering::Number>> literals(g->params.size());
   for (size_t p = 0; p < g->params.size(); ++p) {
@@ -116,7 +115,7 @@ std::shared_ptr<CapturedProgram> end_capture(const std::vector<std::shared_ptr<D
       if (inputs[i] == g->params[p]) input_of[p] = static_cast<int>(i);
     if (input_of[p] < 0) literals[p] = executor::scalar_literal(*g->params[p]);
   }
-  auto results = build_graph(b, *g, param_values, numbers, /*constant_numbers=*/true, &literals);
+  auto results = build_graph(b, *g, param_values, numbers, &literals);
   std::vector<Value> outs;
   for (const auto& out : outputs) {
     Value v = out->graph() == g ? results[out->graph_node()][out->graph_result()]

@@ -142,7 +142,6 @@ std::vector<Value> build_node(hlo::Builder& b, const Node& node, int index, cons
 std::vector<std::vector<Value>> build_graph(hlo::Builder& b, Graph& g,
                                             std::vector<Value>& param_values,
                                             std::vector<NumberParam>& number_params,
-                                            bool constant_numbers,
                                             const std::vector<std::optional<lowering::Number>>* literals) {
   param_values.clear();
   for (size_t p = 0; p < g.params.size(); ++p) {
@@ -157,7 +156,7 @@ std::vector<std::vector<Value>> build_graph(hlo::Builder& b, Graph& g,
   };
   for (size_t n = 0; n < g.nodes.size(); ++n)
     results[n] = build_node(b, g.nodes[n], static_cast<int>(n), resolve, number_params, nullptr,
-                            constant_numbers);
+                            /*constant_numbers=*/literals != nullptr);
   return results;
 }
 

@@ -117,10 +117,9 @@ class Graph : public std::enable_shared_from_this<Graph> {
 // buffer), then every node in order. Returns each node's result values.
 // Numbers and generator states become parameters as lowerings ask for them;
 // `number_params` receives (node, argument, type) of each, in order.
-// A program built for one set of values (a torch.compile capture) takes
-// them as literals instead, which XLA folds and specializes: with
-// `constant_numbers` the numbers, and with `literals` the external buffers
-// that have one (no parameter is made for those).
+// A program built for one set of values (a torch.compile capture) passes
+// `literals`: its numbers become literals, which XLA folds, and so does each
+// external buffer that has one there (no parameter is made for it).
 struct NumberParam {
   int node, arg;
   hlo::ElementType type;
@@ -130,8 +129,8 @@ struct NumberParam {
 std::vector<std::vector<hlo::Value>> build_graph(hlo::Builder& b, Graph& g,
                                                  std::vector<hlo::Value>& param_values,
                                                  std::vector<NumberParam>& number_params,
-                                                 bool constant_numbers = false,
-                                                 const std::vector<std::optional<lowering::Number>>* literals = nullptr);
+                                                 const std::vector<std::optional<lowering::Number>>*
+                                                     literals = nullptr);
 
 // The types of a node's outputs and results; builds the node alone (and
 // raises its shape and dtype errors) the first time a signature is seen.
