@@ -122,6 +122,39 @@ def test_growing_cat_pads_itself_and_compiles_per_bucket(eager):
     assert compiled() - before < 60
 
 
+def ahead():
+    return torch_tpu.metrics()["graphs_compiled_ahead"]
+
+
+def test_growing_tensor_compiles_its_next_bucket_ahead():
+    """Strict mode compiles a growing tensor's next-bucket programs in the
+    background once it is in the last quarter of its bucket: the cat that
+    crosses into bucket 32 and the first one in it then miss no program."""
+    step = torch.randn(3, 1, 7)  # shapes of its own: no program of it is cached yet
+    cpu = torch.randn(3, 3, 7)
+    t, s = cpu.to("tpu"), step.to("tpu")
+    started = ahead()
+    for _ in range(12):  # sizes 4..15; bucket 16's last quarter from 12 on
+        cpu, t = torch.cat([cpu, step], 1), torch.cat([t, s], 1)
+    assert padding(t) == (1, 15, 16)
+    assert ahead() - started == 2  # the crossing cat and the next bucket's
+    misses = torch_tpu.metrics()["cache_misses"]
+    for _ in range(3):  # 16..18
+        cpu, t = torch.cat([cpu, step], 1), torch.cat([t, s], 1)
+    assert padding(t) == (1, 18, 32)
+    assert torch_tpu.metrics()["cache_misses"] == misses
+    assert torch.equal(t.cpu(), cpu)
+
+
+def test_padded_tensor_that_keeps_its_size_compiles_nothing_ahead():
+    x = torch.randn(15, 9)  # one short of its bucket's end, but not growing
+    t = dyn(x)
+    started = ahead()
+    for _ in range(3):
+        close(t.tanh(), x.tanh())
+    assert ahead() == started
+
+
 @every_mode
 def test_in_place_writes_and_copies_of_a_padded_tensor(eager):
     x = torch.randn(20, 8)

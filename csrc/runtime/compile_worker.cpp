@@ -28,6 +28,7 @@ void CompileJob::compile_step() {
     Runtime::get().forget(key, program.get());  // the next launch compiles (and reports) it again
   }
   program->ready.store(true, std::memory_order_release);
+  program->ready.notify_all();
 }
 
 void CompileJob::launch_step() {
@@ -46,6 +47,7 @@ void CompileJob::launch_step() {
     error = "on the device: " + injected_failure;
     return;
   }
+  program->ready.wait(false, std::memory_order_acquire);  // compiled ahead, maybe still compiling
   if (!program->exe) {
     error = program->compile_error;
     error_kind = program->compile_error_kind;
@@ -173,6 +175,39 @@ CompileWorker& compile_worker() {
 }  // namespace
 
 void submit_to_worker(std::shared_ptr<CompileJob> job) { compile_worker().submit(std::move(job)); }
+
+void submit_ahead(std::shared_ptr<CompileJob> job) {
+  // One thread, so that compiles ahead take at most one core from the
+  // host and the worker; never destroyed: it outlives exit.
+  struct Ahead {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::shared_ptr<CompileJob>> queue;
+  };
+  static Ahead* ahead = [] {
+    auto* a = new Ahead();
+    std::thread([a] {
+      for (;;) {
+        std::shared_ptr<CompileJob> next;
+        {
+          std::unique_lock<std::mutex> lock(a->mu);
+          a->cv.wait(lock, [&] { return !a->queue.empty(); });
+          next = std::move(a->queue.front());
+          a->queue.pop_front();
+        }
+        next->compile_step();
+        if (next->note.tier)
+          note_compile(next->label, next->note.tier, next->device, next->note.start_ns, next->note.end_ns);
+      }
+    }).detach();
+    return a;
+  }();
+  {
+    std::lock_guard<std::mutex> lock(ahead->mu);
+    ahead->queue.push_back(std::move(job));
+  }
+  ahead->cv.notify_one();
+}
 
 }  // namespace executor
 }  // namespace torch_tpu::runtime

@@ -4,7 +4,9 @@
 #include <map>
 #include <mutex>
 
+#include "common/error.h"
 #include "lowering/padded.h"
+#include "runtime/eager_mode.h"
 
 namespace torch_tpu::runtime {
 
@@ -50,6 +52,65 @@ Arg int_numbers(const std::vector<int64_t>& values, size_t index) {
     a.numbers.push_back(n);
   }
   return a;
+}
+
+// A stand-in for a padded base grown by `delta` along its padded dimension,
+// in the bucket of its new size: what the op will read then.
+std::unique_ptr<Storage> grown(const DeviceBuffer& base, int64_t delta, int device) {
+  const int dim = base.padding().dim;
+  TensorType logical = base.logical_type();
+  logical.shape[dim] += delta;
+  TensorType physical = logical;
+  physical.shape[dim] = bucket_of(logical.shape[dim]);
+  auto s = std::make_unique<Storage>(logical.nbytes(), device);
+  s->base = DeviceBuffer::deferred_zeros(physical, device);
+  s->base->set_padding(dim, logical.shape[dim]);
+  return s;
+}
+
+// How far the padded input nearest its bucket's end is from it, and that
+// bucket: once per op signature and bucket (`slots` are the op's inputs),
+// when the op has seen that input grow and it is within a quarter of the
+// bucket's end. A padded tensor that keeps its size (a marked batch) never
+// gets there: compiling its next bucket would only cost. Called under the
+// executor's lock (run_op).
+std::optional<std::pair<int64_t, int64_t>> near_bucket_end(const OpCall& call,
+                                                           const std::vector<TensorInput*>& slots) {
+  int64_t room = -1, bucket = 0;
+  std::string key = call.lowering->name;
+  for (const Arg& a : call.args)
+    if (a.kind == Arg::Kind::Int || a.kind == Arg::Kind::IntList) {
+      key += '/';
+      key += std::to_string(a.i);
+      for (int64_t v : a.ints) key += "," + std::to_string(v);
+    }
+  for (auto* in : slots) {
+    if (!in) continue;
+    const auto& base = in->storage->base;
+    base->type().append_key(key);
+    if (!in->padded && !reads_padded(in)) {  // a box reads its input physical
+      in->view.append_key(key);
+      continue;
+    }
+    const int64_t extent = base->type().shape[base->padding().dim];
+    if (room < 0 || extent - base->padding().size < room) {
+      room = extent - base->padding().size;
+      bucket = extent;
+    }
+  }
+  if (room < 0) return std::nullopt;
+  struct Seen {
+    int64_t room;
+    bool compiled;
+  };
+  static std::map<std::string, Seen> seen;
+  if (seen.size() > 4096) seen.clear();  // bounded: a key per op signature and bucket
+  auto [it, fresh] = seen.try_emplace(std::move(key), Seen{room, false});
+  const bool grew = !fresh && room < it->second.room;
+  it->second.room = room;
+  if (!grew || it->second.compiled || room > bucket / 4) return std::nullopt;
+  it->second.compiled = true;
+  return std::make_pair(room, bucket);
 }
 
 // A view that is a box of the logical tensor (a slice in each dimension with
@@ -108,7 +169,17 @@ bool read_box(TensorInput& in, std::vector<std::unique_ptr<Storage>>& staged) {
   call.inputs = {{physical(in.storage)}, {}, {}};
   TensorType type{base->type().dtype, box->sizes};
   auto s = std::make_unique<Storage>(type.nbytes(), call.device);
+  const bool strict = eager_mode() == EagerMode::Strict;
+  OpCall next = strict ? call : OpCall{};  // run_op takes the call's arguments
   s->base = run_op(call).at(0);
+  if (strict) {  // the same box of the next bucket (compile_next_buckets)
+    TensorInput& physical_in = *next.inputs[0][0];
+    if (auto near = near_bucket_end(next, {&physical_in})) {
+      auto stand_in = grown(*base, near->first, next.device);
+      physical_in = physical(stand_in.get());
+      compile_ahead(next);  // a box of any bucket that holds it is valid
+    }
+  }
   auto box_strides = contiguous_strides(box->sizes);
   ViewGeometry view = in.view;
   view.offset = 0;
@@ -274,6 +345,61 @@ std::optional<std::vector<int64_t>> output_spec(const std::vector<TensorType>& w
   return spec;
 }
 
+// The op as lowering/padded.h's wrapper of its padded inputs read whole, its
+// output spec filled in (argument k + 2), with the exact result types; nullopt
+// when no rule covers it.
+struct Wrapped {
+  OpCall call;
+  std::vector<int64_t> spec;
+  std::vector<TensorType> want;
+};
+
+std::optional<Wrapped> wrap_padded(OpCall call, std::optional<int64_t> grow_dim) {
+  std::vector<TensorInput*> slots = slots_of(call);
+  OpCall logical = call;
+  Inputs in = describe_inputs(slots, logical);
+  if (!lowering::plan_padded(call.lowering->name, call.args, in.slots)) return std::nullopt;
+  Wrapped w{wrap(call, slots, in), {}, result_types(logical)};
+  auto spec = output_spec(w.want, result_types(w.call), grow_dim);
+  if (!spec) return std::nullopt;
+  w.spec = *spec;
+  w.call.args[w.call.args.size() - 2].ints = w.spec;
+  return w;
+}
+
+// Strict mode compiles a padded op once per bucket, on the calling thread's
+// time: a growing tensor (decoding's KV cache) would wait at each bucket's
+// end for a handful of programs. So when the padded inputs come within a
+// quarter of their bucket's end, the programs of their next sizes compile in
+// the background: the one that crosses into the next bucket (inputs at their
+// last size in this one) and the one that runs in it (inputs at its first
+// size). Each is the program those sizes will launch, built by the same
+// path; a size never reached costs one compile, nothing else.
+void compile_next_buckets(const OpCall& call) {
+  OpCall current = call;
+  std::vector<TensorInput*> slots = slots_of(current);
+  auto near = near_bucket_end(call, slots);
+  if (!near) return;
+  const int64_t room = near->first;
+  for (int64_t delta : {room - 1, room}) {
+    if (delta <= 0) continue;  // the crossing is this op: compiled already
+    OpCall future = call;
+    std::vector<TensorInput*> future_slots = slots_of(future);
+    std::vector<std::unique_ptr<Storage>> stand_ins;
+    for (size_t s = 0; s < slots.size(); ++s) {
+      if (!reads_padded(slots[s])) continue;
+      stand_ins.push_back(grown(*slots[s]->storage->base, delta, call.device));
+      *future_slots[s] = TensorInput{stand_ins.back().get(), whole_view(stand_ins.back()->base->logical_type())};
+    }
+    try {
+      if (auto w = wrap_padded(future, std::nullopt)) compile_ahead(w->call);
+    } catch (const Error&) {
+      // Sizes the op will never take (an input that does not grow with the
+      // others): nothing to compile; the op itself ran.
+    }
+  }
+}
+
 }  // namespace
 
 std::optional<std::vector<std::shared_ptr<DeviceBuffer>>> run_padded(
@@ -301,19 +427,13 @@ std::optional<std::vector<std::shared_ptr<DeviceBuffer>>> run_padded(
   for (auto* in : slots)
     if (reads_padded(in) && !whole_tensor(in)) return std::nullopt;
 
-  OpCall logical = call;
-  Inputs in = describe_inputs(slots, logical);
-  if (!lowering::plan_padded(name, call.args, in.slots)) return std::nullopt;
-  OpCall wrapped = wrap(call, slots, in);
-  std::vector<TensorType> want = result_types(logical);
-  auto spec = output_spec(want, result_types(wrapped),
-                          growing ? std::optional<int64_t>(call.args[1].i) : std::nullopt);
-  if (!spec) return std::nullopt;
-  wrapped.args[wrapped.args.size() - 2].ints = *spec;
-  std::vector<std::shared_ptr<DeviceBuffer>> results = run_op(wrapped);
+  auto w = wrap_padded(call, growing ? std::optional<int64_t>(call.args[1].i) : std::nullopt);
+  if (!w) return std::nullopt;
+  std::vector<std::shared_ptr<DeviceBuffer>> results = run_op(w->call);
   for (size_t j = 0; j < results.size(); ++j)
-    if (results[j] && (*spec)[2 * j] >= 0)
-      results[j]->set_padding(static_cast<int>((*spec)[2 * j]), want[j].shape[(*spec)[2 * j]]);
+    if (results[j] && w->spec[2 * j] >= 0)
+      results[j]->set_padding(static_cast<int>(w->spec[2 * j]), w->want[j].shape[w->spec[2 * j]]);
+  if (any && eager_mode() == EagerMode::Strict) compile_next_buckets(call);
   return results;
 }
 

@@ -18,6 +18,8 @@
 // Padding appears where a tensor is marked (torch_tpu.dynamic_dims) and where
 // a cat sees a new size along its dimension for the second time (the growing
 // tensors of decoding).
+// In strict mode a growing tensor's next bucket compiles in the background
+// before the tensor reaches it (compile_next_buckets in the .cpp).
 #pragma once
 
 #include <memory>

@@ -62,6 +62,11 @@ std::vector<std::shared_ptr<DeviceBuffer>> run_op(OpCall& call);
 // dtype errors as run_op would).
 std::vector<hlo::TensorType> result_types(OpCall call);
 
+// In strict mode, compiles in the background the program `call` would
+// launch, without running it (runtime/dynamic_dims.h: a growing tensor's
+// next bucket); a no-op in the other modes and when it is cached.
+void compile_ahead(OpCall& call);
+
 // Runs one op as its own program now, as strict mode would, whatever the
 // mode, outside the graph being recorded (which is left as it was).
 std::vector<std::shared_ptr<DeviceBuffer>> run_op_alone(OpCall& call);

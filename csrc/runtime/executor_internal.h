@@ -217,6 +217,10 @@ DeviceBuffer* feed_arguments(const std::vector<std::shared_ptr<DeviceBuffer>>& p
 // Runs `g`'s program with `live` (result live_ids[k] of the graph) as outputs.
 void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
             const std::vector<std::pair<int, int>>& live_ids);
+// Compiles in the background the program launch() would run for `g`, unless
+// it is cached; launches nothing (runtime/dynamic_dims.h: the next bucket).
+void compile_ahead(Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& live,
+                   const std::vector<std::pair<int, int>>& live_ids);
 // Takes the results of a graph whose program ran (or compiled) on the worker.
 void settle_locked(const std::shared_ptr<Graph>& g);
 // settle_locked() for the graphs in flight whose jobs have finished, oldest
@@ -229,6 +233,9 @@ inline bool on_worker(const DeviceBuffer& b) {
 
 // ---- compile_worker.cpp
 void submit_to_worker(std::shared_ptr<CompileJob> job);
+// A compile nothing waits for in order: its own thread compiles it, and a
+// launch of its program waits until it is ready (CompileJob::launch_step).
+void submit_ahead(std::shared_ptr<CompileJob> job);
 
 // ---- debug_checks.cpp
 // Debug mode: wait for the op and check its results.

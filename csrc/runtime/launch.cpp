@@ -296,6 +296,27 @@ void launch(Graph& g, std::vector<std::shared_ptr<DeviceBuffer>>& live,
   start(g, live, std::move(job));
 }
 
+void compile_ahead(Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& live,
+                   const std::vector<std::pair<int, int>>& live_ids) {
+  Runtime& rt = Runtime::get();
+  std::vector<bool> taken;
+  std::vector<int> alias = pair_donations(g, live, live_ids, taken);
+  std::string key = launch_key(g, live_ids, alias);
+  if (rt.lookup(key, false)) return;
+  auto job = std::make_shared<CompileJob>();
+  job->program = std::make_shared<CompiledProgram>();
+  job->program->ready.store(false, std::memory_order_relaxed);  // until compile_step
+  job->mlir = build_program(g, live_ids, alias, *job->program, job->out_types);
+  job->device = g.device;
+  job->label = program_label(g);
+  job->label.name += ", ahead";
+  job->key = key;
+  rt.insert(key, job->program);
+  static const Counter ahead("compiled_ahead");
+  ahead.add();
+  submit_ahead(std::move(job));
+}
+
 namespace {
 
 // A job whose producer failed carries that producer's error, named by its

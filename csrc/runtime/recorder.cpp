@@ -242,6 +242,18 @@ std::vector<hlo::TensorType> result_types(OpCall call) {
   return p.node.types->results;
 }
 
+void compile_ahead(OpCall& call) {
+  std::lock_guard<std::recursive_mutex> lock(executor::mu);
+  if (executor::mode != EagerMode::Strict || executor::capture_graph) return;
+  executor::Prepared prepared;
+  executor::prepare(call, prepared);
+  std::shared_ptr<Graph> g = Graph::create(call.device);  // a graph of its own, never launched
+  std::vector<std::shared_ptr<DeviceBuffer>> live = executor::append_node(g, call, prepared);
+  std::vector<std::pair<int, int>> live_ids;
+  for (size_t j = 0; j < live.size(); ++j) live_ids.emplace_back(0, static_cast<int>(j));
+  executor::compile_ahead(*g, live, live_ids);
+}
+
 std::vector<std::shared_ptr<DeviceBuffer>> run_op_alone(OpCall& call) {
   using executor::current;
   using executor::mode;

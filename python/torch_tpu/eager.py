@@ -57,8 +57,9 @@ def metrics() -> dict:
     launched, the results they wrote out (values still referenced when the
     graph ran; the rest were fused away), program cache hits and misses,
     compilations and their time (wall seconds during which any compile ran:
-    compiles run side by side), persistent-cache hits, flushes by reason,
-    bytes moved to the device."""
+    compiles run side by side), of them the programs strict mode started
+    ahead for a growing tensor's next size bucket (docs/dynamic_shapes.md),
+    persistent-cache hits, flushes by reason, bytes moved to the device."""
     raw = dict(_C._counters())
     flushes = {k[len("flush."):]: v for k, v in raw.items() if k.startswith("flush.")}
     return {
@@ -69,6 +70,7 @@ def metrics() -> dict:
         "cache_hits": raw.get("hits", 0),
         "cache_misses": raw.get("misses", 0),
         "graphs_compiled": raw.get("compiled", 0),
+        "graphs_compiled_ahead": raw.get("compiled_ahead", 0),
         "disk_cache_hits": raw.get("disk_hits", 0),
         "compile_seconds": raw.get("compile_us", 0) / 1e6,
         "donated_buffers": raw.get("donated_buffers", 0),
