@@ -18,8 +18,25 @@
 
 namespace torch_tpu::runtime {
 
+namespace {
+
+// A compile ahead, on whichever thread claimed it; its log line is noted
+// here, as it launches nothing.
+void compile_ahead_job(CompileJob& job) {
+  job.compile_step();
+  if (job.note.tier) note_compile(job.label, job.note.tier, job.device, job.note.start_ns, job.note.end_ns);
+}
+
+}  // namespace
+
 void CompileJob::compile_step() {
-  if (mlir.empty()) return;
+  if (mlir.empty()) {
+    // A program still queued to compile ahead: compiled here, side by side
+    // with the worker's other compiles, rather than waited for.
+    if (!program->ready.load(std::memory_order_acquire))
+      if (auto queued = program->ahead.lock(); queued && queued->claim()) compile_ahead_job(*queued);
+    return;
+  }
   try {
     program->exe = Runtime::get().compile(mlir, out_types, device, label, &note);
   } catch (const Error& e) {
@@ -178,7 +195,8 @@ void submit_to_worker(std::shared_ptr<CompileJob> job) { compile_worker().submit
 
 void submit_ahead(std::shared_ptr<CompileJob> job) {
   // One thread, so that compiles ahead take at most one core from the
-  // host and the worker; never destroyed: it outlives exit.
+  // host and the worker (a launch that needs one still queued compiles it
+  // itself); never destroyed: it outlives exit.
   struct Ahead {
     std::mutex mu;
     std::condition_variable cv;
@@ -195,9 +213,7 @@ void submit_ahead(std::shared_ptr<CompileJob> job) {
           next = std::move(a->queue.front());
           a->queue.pop_front();
         }
-        next->compile_step();
-        if (next->note.tier)
-          note_compile(next->label, next->note.tier, next->device, next->note.start_ns, next->note.end_ns);
+        if (next->claim()) compile_ahead_job(*next);
       }
     }).detach();
     return a;

@@ -45,11 +45,15 @@ namespace torch_tpu::runtime {
 // recorded again meanwhile waits for that compile instead of starting its
 // own; until the compile ends it is not `ready`, and only the worker, which
 // launches in submission order, may launch it.
+struct CompileJob;
 struct CompiledProgram {
   std::unique_ptr<pjrt::Executable> exe;  // null if the compile failed
   std::vector<NumberParam> numbers;  // parameters after the graph's buffers
   std::vector<bool> donated;         // per graph buffer parameter
   std::atomic<bool> ready{true};
+  // Its compile ahead (runtime/dynamic_dims.h) while queued: a launch that
+  // needs the program first compiles it itself (CompileJob::claim).
+  std::weak_ptr<CompileJob> ahead;
   std::string compile_error;  // when the compile failed
   ErrorKind compile_error_kind = ErrorKind::Runtime;
 };
@@ -87,6 +91,7 @@ struct CompileJob {
   std::string error;
   ErrorKind error_kind = ErrorKind::Runtime;
   bool input_failed = false;  // a producer failed: its error is the one to raise
+  std::atomic<bool> claimed{false};  // a compile ahead: taken by its thread or a launch
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
@@ -98,6 +103,8 @@ struct CompileJob {
   void compile_step();
   void launch_step();
   void finish(bool publish_outputs);
+  // A compile ahead: true for the one thread that is to compile it.
+  bool claim() { return !claimed.exchange(true); }
   bool finished();
   void wait();
   // Gives output k to targets[k] (or the error to all of them).

@@ -311,6 +311,7 @@ void compile_ahead(Graph& g, const std::vector<std::shared_ptr<DeviceBuffer>>& l
   job->label = program_label(g);
   job->label.name += ", ahead";
   job->key = key;
+  job->program->ahead = job;
   rt.insert(key, job->program);
   static const Counter ahead("compiled_ahead");
   ahead.add();
