@@ -169,17 +169,18 @@ bool read_box(TensorInput& in, std::vector<std::unique_ptr<Storage>>& staged) {
   call.inputs = {{physical(in.storage)}, {}, {}};
   TensorType type{base->type().dtype, box->sizes};
   auto s = std::make_unique<Storage>(type.nbytes(), call.device);
-  const bool strict = eager_mode() == EagerMode::Strict;
-  OpCall next = strict ? call : OpCall{};  // run_op takes the call's arguments
-  s->base = run_op(call).at(0);
-  if (strict) {  // the same box of the next bucket (compile_next_buckets)
-    TensorInput& physical_in = *next.inputs[0][0];
-    if (auto near = near_bucket_end(next, {&physical_in})) {
-      auto stand_in = grown(*base, near->first, next.device);
-      physical_in = physical(stand_in.get());
-      compile_ahead(next);  // a box of any bucket that holds it is valid
+  // The same box of the next bucket (compile_next_buckets), from a copy:
+  // run_op takes the call's arguments.
+  std::optional<OpCall> next;
+  std::unique_ptr<Storage> stand_in;
+  if (eager_mode() == EagerMode::Strict)
+    if (auto near = near_bucket_end(call, {&*call.inputs[0][0]})) {
+      stand_in = grown(*base, near->first, call.device);
+      next = call;
+      next->inputs[0][0] = physical(stand_in.get());
     }
-  }
+  s->base = run_op(call).at(0);
+  if (next) compile_ahead(*next);  // a box of any bucket that holds it is valid
   auto box_strides = contiguous_strides(box->sizes);
   ViewGeometry view = in.view;
   view.offset = 0;
@@ -375,9 +376,7 @@ std::optional<Wrapped> wrap_padded(OpCall call, std::optional<int64_t> grow_dim)
 // last size in this one) and the one that runs in it (inputs at its first
 // size). Each is the program those sizes will launch, built by the same
 // path; a size never reached costs one compile, nothing else.
-void compile_next_buckets(const OpCall& call) {
-  OpCall current = call;
-  std::vector<TensorInput*> slots = slots_of(current);
+void compile_next_buckets(const OpCall& call, const std::vector<TensorInput*>& slots) {
   auto near = near_bucket_end(call, slots);
   if (!near) return;
   const int64_t room = near->first;
@@ -433,7 +432,7 @@ std::optional<std::vector<std::shared_ptr<DeviceBuffer>>> run_padded(
   for (size_t j = 0; j < results.size(); ++j)
     if (results[j] && w->spec[2 * j] >= 0)
       results[j]->set_padding(static_cast<int>(w->spec[2 * j]), w->want[j].shape[w->spec[2 * j]]);
-  if (any && eager_mode() == EagerMode::Strict) compile_next_buckets(call);
+  if (any && eager_mode() == EagerMode::Strict) compile_next_buckets(call, slots);
   return results;
 }
 
