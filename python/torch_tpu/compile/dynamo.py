@@ -42,6 +42,7 @@ from .. import _C
 from ..dynamic import dynamic_dims, padding
 from ..eager import eager_mode, flush
 from . import grouped_mm
+from .capture import NotWholeBase, ReadsItsOwnValue, capture_program
 from .device_interface import TpuInterface  # noqa: F401  (torch_tpu.dynamo.TpuInterface)
 from .device_interface import register as _register_device_interface
 
@@ -232,16 +233,6 @@ def _views_to_reshapes(gm: torch.fx.GraphModule) -> None:
         gm.recompile()
 
 
-def _whole_base(t: torch.Tensor) -> bool:
-    """Contiguous from offset 0 over its whole storage (the same test the
-    C++ input plan applies)."""
-    return _C._is_whole_base(t)
-
-
-class _NotWholeBase(Exception):
-    pass
-
-
 class _ReadsItsOwnValue(Exception):
     def __init__(self, op: str):
         super().__init__(op)
@@ -265,10 +256,6 @@ def _sized_by_values(gm: torch.fx.GraphModule) -> str:
         if name in _SIZED_BY_VALUES or masks:
             return f"{node.name} ({name})"
     return "a data-dependent op"
-
-
-def _geometry(t):
-    return (tuple(t.size()), tuple(t.stride()), t.storage_offset())
 
 
 class CompiledGraph:
@@ -352,7 +339,7 @@ class CompiledGraph:
                     program = self._capture(args, plan, key)
                 outs = program(args)
                 if outs is None:  # the plan was made from these inputs
-                    raise _NotWholeBase()
+                    raise NotWholeBase()
                 self.last = program
                 _stats["runs"] += 1
                 return outs
@@ -362,7 +349,7 @@ class CompiledGraph:
                 # records. The capture was undone (inputs as they were).
                 self._go_eager(f"{e.op} needs a value the graph computes", stacklevel=5)
                 return self._call(args)
-            except _NotWholeBase:
+            except NotWholeBase:
                 if attempt:
                     raise RuntimeError("torch.compile(backend='tpu'): could not make the inputs "
                                        "whole contiguous buffers") from None
@@ -437,74 +424,12 @@ class CompiledGraph:
                 _C._capture_abort()
 
     def _capture(self, args, plan, key):
-        inputs = plan.inputs(args)
-        call_args = list(args)
-        for i, (a, how) in enumerate(zip(args, plan.how())):
-            if how is not None:
-                kind, j = how
-                t = inputs[j]
-                call_args[i] = t if kind != "view" else t.as_strided(a.size(), a.stride(),
-                                                                     a.storage_offset())
-        device = inputs[0].device.index if inputs else torch.tpu.current_device()
         try:
-            _C._capture_begin(device, inputs)
-        except ValueError as e:
-            if "whole storage" in str(e):
-                raise _NotWholeBase() from None
-            raise
-        try:
-            with torch.no_grad():
-                outs = self.gm(*call_args)
-            outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-            in_pos = {id(t): j for j, t in enumerate(inputs)}
-            tensors, out_pos, layout = [], {}, []
-            for o in outs:
-                if not isinstance(o, torch.Tensor):
-                    layout.append(("const", o))
-                    continue
-                if o.device.type != "tpu":
-                    raise RuntimeError("torch.compile(backend='tpu'): a graph output is on "
-                                       f"{o.device}; expected tpu")
-                # An output that is an input, or a view of an input or of
-                # another result, is rebuilt from that buffer after the run
-                # (as eager would alias it) instead of being copied by the
-                # program into a buffer of its own.
-                base = o if o._base is None else o._base
-                view = None if base is o else _geometry(o)
-                if view is not None and (self.kind == "backward" or _whole_base(o)):
-                    # Gradients: AccumulateGrad steals a whole contiguous
-                    # tensor but copies a view, one eager op per parameter.
-                    # A reshape of a whole buffer: AOT detaches saved tensors
-                    # (dropping the view relation), and a buffer of another
-                    # shape could not be a program input then; the program
-                    # writes it in its own shape instead (a cheap copy).
-                    base, view = o, None
-                # A conjugate or negative view (a saved conj(f) for the
-                # backward of a complex product) keeps its lazy bit: the
-                # buffer holds the values without it.
-                bits = (o.is_conj(), o.is_neg())
-                if id(base) in in_pos:
-                    layout.append(("in", in_pos[id(base)], view, bits))
-                    continue
-                if view is not None and not _whole_base(base):
-                    base, view = o, None
-                if id(base) not in out_pos:
-                    out_pos[id(base)] = len(tensors)
-                    tensors.append(base)
-                layout.append(("out", out_pos[id(base)], view, bits))
-        except BaseException as e:
-            _C._capture_abort()
-            if isinstance(e, RuntimeError) and "is needed before the graph ends" in str(e):
-                raise _ReadsItsOwnValue(_sized_by_values(self.gm)) from e
-            if isinstance(e, NotImplementedError):
-                raise NotImplementedError(
-                    f"torch.compile(backend='tpu'): capturing a {self.kind} graph failed: {e}") from e
-            raise
-        # Per graph output: ("out", k, view, bits) -- program result k, or a
-        # view (size, stride, offset) of it; ("in", j, view, bits) -- program
-        # input j itself or a view of it; bits: (conj, neg), the lazy bits to
-        # set again; ("const", v) -- a number, None...
-        program = _C.CompiledCall(_C._capture_end(tensors), plan, layout)
+            program = capture_program(self.gm, args, plan,
+                                      f"torch.compile(backend='tpu')'s {self.kind} graph",
+                                      whole_views=self.kind == "backward")
+        except ReadsItsOwnValue as e:
+            raise _ReadsItsOwnValue(_sized_by_values(self.gm)) from e
         with _lock:
             _stats["captures"] += 1
         self.programs[key] = program

@@ -106,11 +106,12 @@ class TpuPagedAttentionMetadata:
     key_pos: torch.Tensor        # [L * block_size] position of each gathered key
 
 
+# The metadata's tensors, in the order the step's program takes them.
+METADATA_TENSORS = ("slots", "key_blocks", "query_index", "query_pos", "output_index", "key_pos")
+
+
 def _on_device(arrays: dict, num_actual_tokens: int) -> TpuPagedAttentionMetadata:
-    # One upload order for real steps and the warm-up: the fused program's
-    # inputs come in that order, and the warm-up must produce the same program.
-    dev = {k: torch.from_numpy(arrays[k]).to(DEVICE) for k in
-           ("slots", "key_blocks", "query_index", "query_pos", "output_index", "key_pos")}
+    dev = {k: torch.from_numpy(arrays[k]).to(DEVICE) for k in METADATA_TENSORS}
     return TpuPagedAttentionMetadata(num_actual_tokens=num_actual_tokens, **dev)
 
 
@@ -227,9 +228,10 @@ class TpuPagedAttentionImpl(AttentionImpl):
         # Keys and values are gathered apart, a block of slots at a time,
         # each [R, L, Hkv * D] as the gather lays them out.
         block = length * r // meta.key_blocks.shape[0]
-        blocks = kv_cache.view(2, kv_cache.shape[1] // block, block * hkv * d)
-        keys = blocks[0].index_select(0, meta.key_blocks).view(r, length, hkv * d).float()
-        values = blocks[1].index_select(0, meta.key_blocks).view(r, length, hkv * d).float()
+        num_blocks = kv_cache.shape[1] // block
+        blocks = kv_cache.view(2 * num_blocks, block * hkv * d)
+        keys = blocks.index_select(0, meta.key_blocks).view(r, length, hkv * d).float()
+        values = blocks.index_select(0, meta.key_blocks + num_blocks).view(r, length, hkv * d).float()
 
         t = meta.output_index.shape[0]
         qs = query[:t].reshape(t, h, d).index_select(0, meta.query_index)  # [R*C, H, D]

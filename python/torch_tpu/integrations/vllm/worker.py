@@ -22,7 +22,8 @@ import time
 
 import torch
 import torch_tpu
-from vllm.forward_context import set_forward_context
+from torch_tpu.compile.capture import CapturedFunction
+from vllm.forward_context import get_forward_context, set_forward_context
 from vllm.logger import init_logger
 from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
@@ -32,7 +33,7 @@ from vllm.v1.worker.utils import bind_kv_cache
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from . import memory
-from .attention import TpuPagedAttentionBackend, warmup_metadata
+from .attention import METADATA_TENSORS, TpuPagedAttentionBackend, warmup_metadata
 from .buckets import query_layout, step_buckets, token_bucket
 
 # Under vLLM's logger, so that its level and format apply.
@@ -49,6 +50,9 @@ class TpuModelRunner(CPUModelRunner):
         self.tpu = _device()
         self._sampled_rows = None   # rows of this step's logits that are real
         self._fresh_blocks = []     # blocks to zero in the next step's program
+        self._logits_indices = None  # this step's padded rows to sample (host)
+        self._step_logits = None    # the logits the step's program computed
+        self._step = CapturedFunction(None, "vLLM's step on tpu")
 
     def load_model(self, load_dummy_weights: bool = False) -> None:
         super().load_model(load_dummy_weights)
@@ -64,12 +68,17 @@ class TpuModelRunner(CPUModelRunner):
             for param in self.model.parameters():   # tied weights are one Parameter
                 param.data = param.data.clone()
         torch.tpu.synchronize()
-        compute_logits = self.model.compute_logits
+        self._compute_logits = compute_logits = self.model.compute_logits
 
         # The sampler works on the host tensors the runner prepared; the rows
-        # past the step's sequences were padding (_prepare_inputs).
+        # past the step's sequences were padding (_prepare_inputs). The
+        # step's program has computed the sampled rows' logits already
+        # (_model_forward); other calls (prompt logprobs) compute theirs.
         def logits_on_host(hidden_states):
-            logits = compute_logits(hidden_states.to(self.tpu)).cpu()
+            logits, self._step_logits = self._step_logits, None
+            if logits is None:
+                logits = compute_logits(hidden_states.to(self.tpu))
+            logits = logits.cpu()
             rows, self._sampled_rows = self._sampled_rows, None
             return logits if rows is None else logits[:rows]
 
@@ -91,11 +100,33 @@ class TpuModelRunner(CPUModelRunner):
                 "vLLM on tpu: pipeline parallelism and multimodal inputs are not supported "
                 f"(got {sorted(model_kwargs) or 'intermediate tensors'})")
         to = (lambda x: None if x is None else x.to(self.tpu))
-        if self.kv_caches:   # none while vLLM profiles
-            tokens = input_ids if input_ids is not None else inputs_embeds
-            self._zero_fresh_blocks(tokens.shape[0])
-        return self.model(input_ids=to(input_ids), positions=to(positions),
-                          intermediate_tensors=None, inputs_embeds=to(inputs_embeds))
+        if not self.kv_caches or input_ids is None:   # vLLM profiling; prompt embeddings
+            if self.kv_caches:
+                self._write_zeros(to(self._fresh_block_ids(inputs_embeds.shape[0])))
+            return self.model(input_ids=to(input_ids), positions=to(positions),
+                              intermediate_tensors=None, inputs_embeds=to(inputs_embeds))
+        t_pad = input_ids.shape[0]
+        indices, self._logits_indices = self._logits_indices, None
+        if indices is None:
+            indices = self._padded_logits_indices(
+                torch.zeros(1, dtype=self.query_start_loc.gpu.dtype), t_pad)
+        host = [input_ids, positions, self._fresh_block_ids(t_pad), indices]
+        metas = {id(m): m for m in get_forward_context().attn_metadata.values()}.values()
+        caches = {id(kv): kv for kv in self.kv_caches}.values()
+        inputs = ([t.to(self.tpu) for t in host]
+                  + [getattr(m, name) for m in metas for name in METADATA_TENSORS] + list(caches))
+        ids, pos, zero_ids, rows = inputs[:4]
+
+        def step(*_):
+            # The step's device work, captured once per bucket: the inputs
+            # above are all that changes from one step to the next.
+            self._write_zeros(zero_ids)
+            hidden = self.model(input_ids=ids, positions=pos, intermediate_tensors=None,
+                                inputs_embeds=None)
+            return [hidden, self._compute_logits(hidden.index_select(0, rows))]
+
+        hidden, self._step_logits = self._step(inputs, step)
+        return hidden
 
     def _determine_batch_execution_and_padding(self, num_tokens, *args, **kwargs):
         mode, desc, should_ubatch, across_dp, stats = super()._determine_batch_execution_and_padding(
@@ -124,7 +155,8 @@ class TpuModelRunner(CPUModelRunner):
             return (logits_indices, spec_decode_metadata, *rest)
         t_pad = token_bucket(scheduler_output.total_num_scheduled_tokens, self.max_num_tokens)
         self._sampled_rows = len(logits_indices)
-        return (self._padded_logits_indices(logits_indices, t_pad), spec_decode_metadata, *rest)
+        self._logits_indices = self._padded_logits_indices(logits_indices, t_pad)
+        return (self._logits_indices, spec_decode_metadata, *rest)
 
     def initialize_kv_cache_tensors(self, kv_cache_config, kernel_block_sizes,
                                     kv_cache_allocation_context=None):
@@ -159,23 +191,23 @@ class TpuModelRunner(CPUModelRunner):
         # a partly filled block per sequence.
         return t_pad // self.cache_config.block_size + self._max_step_seqs(t_pad) + 1
 
-    def _zero_fresh_blocks(self, t_pad: int) -> None:
+    def _fresh_block_ids(self, t_pad: int) -> torch.Tensor:
+        """The blocks the step of `t_pad` tokens zeroes, padded to its count
+        with the null block (a host tensor)."""
         count = self._zero_block_count(t_pad)
         ids, self._fresh_blocks = self._fresh_blocks, []
         if len(ids) > count:
-            # Not expected; a program of its own, whose device index-check
-            # state is read at once so that the step's program takes none
-            # as an input (it would then differ from the warm-up's).
-            self._write_zeros(ids[count:])
+            # Not expected; a program of its own, run before the step's.
+            self._write_zeros(torch.tensor(ids[count:], dtype=torch.long).to(self.tpu))
             torch_tpu.flush("zero_blocks")
             torch.tpu.synchronize()
             ids = ids[:count]
-        self._write_zeros(ids + [0] * (count - len(ids)))   # the null block pads
+        return torch.tensor(ids + [0] * (count - len(ids)), dtype=torch.long)
 
-    def _write_zeros(self, block_ids: list[int]) -> None:
+    def _write_zeros(self, block_ids: torch.Tensor) -> None:
         block_size = self.cache_config.block_size
-        ids = torch.tensor(block_ids, dtype=torch.long)
-        slots = (ids[:, None] * block_size + torch.arange(block_size)).reshape(-1).to(self.tpu)
+        slots = (block_ids[:, None] * block_size
+                 + torch.arange(block_size, device=block_ids.device)).reshape(-1)
         for kv in {id(kv): kv for kv in self.kv_caches}.values():
             zeros = torch.zeros((), dtype=kv.dtype, device=self.tpu).expand(
                 2, slots.shape[0], *kv.shape[2:])
@@ -196,7 +228,7 @@ class TpuModelRunner(CPUModelRunner):
         """Runs every program of warmup_programs(), with a progress line."""
         programs = self.warmup_programs()
         start = time.perf_counter()
-        torch.tpu.synchronize()   # no check state left over from loading (see _zero_fresh_blocks)
+        torch.tpu.synchronize()   # no check state left over from loading
         before = torch_tpu.metrics()
         for i, (t_pad, blocks) in enumerate(programs, 1):
             # Twice: on Gemma-2, a step's first run in a process returned one
@@ -225,14 +257,19 @@ class TpuModelRunner(CPUModelRunner):
                     attn[name] = meta
                     slot_mapping[name] = torch.zeros(t_pad, dtype=torch.long)
         with torch_tpu.eager_mode("defer_and_fuse"):
+            self._sampled_rows = None
+            self._logits_indices = indices = self._padded_logits_indices(
+                torch.zeros(1, dtype=self.query_start_loc.gpu.dtype), t_pad)
             with set_forward_context(attn, self.vllm_config, num_tokens=t_pad,
                                      slot_mapping=slot_mapping):
                 hidden = self._model_forward(input_ids=self.input_ids.gpu[:t_pad],
                                              positions=self.positions[:t_pad])
-            self._sampled_rows = None
-            indices = self._padded_logits_indices(
-                torch.zeros(1, dtype=self.query_start_loc.gpu.dtype), t_pad)
-            self.model.compute_logits(hidden[indices])
+            # vLLM gathers the sampled rows' hidden states too (kept for
+            # speculative decoding): a program of its own, run when the step
+            # leaves defer_and_fuse, so the warm-up keeps it alive till then.
+            sampled = hidden[indices]
+            self.model.compute_logits(sampled)
+        del sampled
 
 
 class TpuWorker(CPUWorker):
