@@ -9,7 +9,9 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "hlo/types.h"
@@ -122,6 +124,10 @@ class Builder {
   // ---- shape
   Value reshape(Value a, const Shape& shape);
   Value transpose(Value a, const std::vector<int64_t>& permutation);
+  // The operand of a transpose by `permutation` that this builder emitted,
+  // if `v` is its result (a transposed view, such as nn.Linear's weight.t()):
+  // a lowering may fold it into the op that consumes it (matmul.cpp).
+  std::optional<Value> transposed_from(Value v, const std::vector<int64_t>& permutation) const;
   // Result dimension dims[i] receives operand dimension i.
   Value broadcast_in_dim(Value a, const Shape& shape, const std::vector<int64_t>& dims);
   Value slice(Value a, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
@@ -237,6 +243,9 @@ class Builder {
   std::vector<int> param_ids_;
   std::vector<int> param_alias_;  // result index or -1
   std::vector<Block> blocks_;     // stack; blocks_[0] is @main's body
+  // Result id -> (operand, permutation) of each transpose emitted.
+  std::unordered_map<int, std::pair<Value, std::vector<int64_t>>> transposes_;
+  std::unordered_map<int, Value> same_values_;  // an identity reshape's result id -> its operand
   std::vector<std::pair<std::string, std::string>> functions_;  // (symbol, text)
 };
 

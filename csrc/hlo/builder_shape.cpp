@@ -32,7 +32,9 @@ Value Builder::reshape(Value a, const Shape& shape) {
     if (d < 0) bad("reshape", "negative dimension in " + shape_str(shape));
   if (t.numel() != a.type.numel())
     bad("reshape", "cannot reshape " + shape_str(a.shape()) + " to " + shape_str(shape));
-  return op("stablehlo.reshape", {a}, t);
+  Value r = op("stablehlo.reshape", {a}, t);
+  if (shape == a.shape()) same_values_[r.id] = a;
+  return r;
 }
 
 Value Builder::transpose(Value a, const std::vector<int64_t>& perm) {
@@ -43,7 +45,17 @@ Value Builder::transpose(Value a, const std::vector<int64_t>& perm) {
   check_dims(perm, a.rank(), "transpose");
   TensorType t{a.dtype(), {}};
   for (int64_t p : perm) t.shape.push_back(a.shape()[p]);
-  return op("stablehlo.transpose", {a}, t, "permutation = " + i64_array(perm));
+  Value r = op("stablehlo.transpose", {a}, t, "permutation = " + i64_array(perm));
+  transposes_[r.id] = {a, perm};
+  return r;
+}
+
+std::optional<Value> Builder::transposed_from(Value v, const std::vector<int64_t>& perm) const {
+  for (auto same = same_values_.find(v.id); same != same_values_.end(); same = same_values_.find(v.id))
+    v = same->second;
+  auto it = transposes_.find(v.id);
+  if (it == transposes_.end() || it->second.second != perm) return std::nullopt;
+  return it->second.first;
 }
 
 Value Builder::broadcast_in_dim(Value a, const Shape& shape, const std::vector<int64_t>& dims) {

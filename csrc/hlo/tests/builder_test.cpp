@@ -484,6 +484,18 @@ TEST(Shape, ReshapeTransposeReverse) {
   EXPECT_EQ(p.out<int32_t>(3), (I32{6, 5, 4, 3, 2, 1}));
 }
 
+TEST(Shape, TransposedFromSeesThroughIdentityReshapes) {
+  Builder b;
+  Value x = b.parameter({ET::F32, {2, 3}});
+  Value t = b.transpose(x, {1, 0});
+  Value same = b.reshape(b.reshape(t, {3, 2}), {3, 2});
+  ASSERT_TRUE(b.transposed_from(same, {1, 0}).has_value());
+  EXPECT_EQ(b.transposed_from(same, {1, 0})->id, x.id);
+  EXPECT_FALSE(b.transposed_from(t, {0, 1}).has_value());     // another permutation
+  EXPECT_FALSE(b.transposed_from(b.reshape(t, {6}), {1, 0}).has_value());  // a real reshape
+  EXPECT_FALSE(b.transposed_from(x, {1, 0}).has_value());     // not a transpose
+}
+
 TEST(Shape, BroadcastInDim) {
   Prog p;
   Value col = p.in(ET::I32, {2, 1}, I32{1, 2});
