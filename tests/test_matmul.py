@@ -2,7 +2,7 @@
 torch.matmul over 1-D/2-D/3-D/broadcast shapes, nn.Linear, gradients and errors."""
 import pytest
 import torch
-import torch_tpu  # noqa: F401
+import torch_tpu
 
 DEV = "tpu"
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
@@ -138,6 +138,20 @@ def test_linear(dtype, shape):
     w, b = make((3, 4), dtype, 1), make((3,), dtype, 2)
     check(torch.nn.functional.linear, make(shape, dtype), w, b, grad=True)
     check(torch.nn.functional.linear, make(shape, dtype), w, grad=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows,depth,cols", [(1, 64, 96), (32, 64, 256), (33, 64, 256),
+                                             (200, 128, 384), (300, 128, 512), (40, 64, 8)])
+def test_linear_on_both_sides_of_the_weight_first_rule(dtype, rows, depth, cols):
+    # lowering/matmul.cpp emits x @ w.T with few rows as (w @ x.T).T; these
+    # shapes fall on either side of its rule, in strict and in fused programs.
+    x, w = make((rows, depth), dtype), make((cols, depth), dtype, 1)
+    rtol, atol = torch_tpu.tolerance(dtype, "aten::mm")
+    check(torch.nn.functional.linear, x, w, grad=True, rtol=rtol, atol=atol)
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        got = torch.nn.functional.linear(x.to(DEV), w.to(DEV)).cpu()
+    torch.testing.assert_close(got, torch.nn.functional.linear(x, w), rtol=rtol, atol=atol)
 
 
 def test_linear_module_step():
