@@ -7,14 +7,19 @@ builds the model on the platform's device), the KV cache, the forward pass and
 the logits. Sampling runs on the logits copied back to the host, through vLLM's
 own sampler (greedy, temperature, top-k/top-p, seeds, logprobs).
 
-A step's device work is one fused program whose shapes depend on the padded
-token count and the padded key length alone (buckets.py): the sampled rows are
+A step's device work is one program whose shapes depend on the padded token
+count and the padded key length alone (buckets.py): the sampled rows are
 padded to a count fixed by the token bucket, and so are the freshly allocated
-cache blocks the step zeroes first, so neither adds a size. That set is
-enumerable from the limits, and the warm-up (`TpuModelRunner.warm_up`) runs each program at
-start-up through the calls a real step makes, so that serving compiles
-nothing new; the programs land in torch_tpu's persistent cache, so the next
-start loads them instead of compiling.
+cache blocks the step zeroes first, so neither adds a size. The program is
+captured, as vLLM captures CUDA graphs: the first step of a bucket runs the
+model's Python once in torch_tpu's tracing mode, and every later step of that
+bucket launches the program on its new inputs (token ids, positions, the
+attention metadata, the blocks to zero, the sampled rows) without running the
+model's Python again. The buckets are enumerable from the limits, and the
+warm-up (`TpuModelRunner.warm_up`) captures each at start-up through the calls
+a real step makes, so that serving compiles nothing new; the programs land in
+torch_tpu's persistent cache, so the next start loads them instead of
+compiling.
 """
 import contextlib
 import dataclasses
@@ -85,11 +90,9 @@ class TpuModelRunner(CPUModelRunner):
         self.model.compute_logits = logits_on_host
 
     def execute_model(self, *args, **kwargs):
-        # A step's device work (forward, cache writes, attention, logits) is
-        # recorded and runs as one fused program when the logits leave for the
-        # host: one launch a step instead of one per op, and one compilation
-        # per bucket. Measured on a tiny Llama, 16 requests: 111 output tokens/s
-        # (14 ms a decode step) against 23 tokens/s op by op (strict).
+        # The step's program is _run_step's; the little vLLM adds around it on
+        # tpu tensors (it gathers the sampled rows' hidden states) is fused
+        # into one more launch rather than run op by op.
         with torch_tpu.eager_mode("defer_and_fuse"):
             return super().execute_model(*args, **kwargs)
 
@@ -105,6 +108,18 @@ class TpuModelRunner(CPUModelRunner):
                 self._write_zeros(to(self._fresh_block_ids(inputs_embeds.shape[0])))
             return self.model(input_ids=to(input_ids), positions=to(positions),
                               intermediate_tensors=None, inputs_embeds=to(inputs_embeds))
+        return self._run_step(input_ids, positions)
+
+    def _run_step(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """The step's device work as one captured program: the fresh blocks
+        zeroed, the forward (cache writes and attention included) and the
+        sampled rows' logits, which wait in `_step_logits` for
+        compute_logits. Returns the hidden states.
+
+        What the program reads per step is its inputs; anything else the
+        model's Python computes on the host is that of the bucket's first
+        step. vLLM's decoder models compute nothing per step outside the
+        attention metadata, which is an input."""
         t_pad = input_ids.shape[0]
         indices, self._logits_indices = self._logits_indices, None
         if indices is None:
@@ -117,9 +132,7 @@ class TpuModelRunner(CPUModelRunner):
                   + [getattr(m, name) for m in metas for name in METADATA_TENSORS] + list(caches))
         ids, pos, zero_ids, rows = inputs[:4]
 
-        def step(*_):
-            # The step's device work, captured once per bucket: the inputs
-            # above are all that changes from one step to the next.
+        def step(*_):   # run once per bucket, on this step's inputs
             self._write_zeros(zero_ids)
             hidden = self.model(input_ids=ids, positions=pos, intermediate_tensors=None,
                                 inputs_embeds=None)
@@ -221,8 +234,8 @@ class TpuModelRunner(CPUModelRunner):
         return step_buckets(self.max_num_tokens, self.scheduler_config.max_num_seqs,
                             max_blocks, block_size)
 
-    # As execute_model: outside it, Gemma-2's step kept intermediates alive
-    # (for autograd), and its fused program returned them.
+    # As vLLM runs execute_model: outside inference mode the gather of the
+    # sampled rows would keep its input for autograd.
     @torch.inference_mode()
     def warm_up(self) -> None:
         """Runs every program of warmup_programs(), with a progress line."""
@@ -231,10 +244,6 @@ class TpuModelRunner(CPUModelRunner):
         torch.tpu.synchronize()   # no check state left over from loading
         before = torch_tpu.metrics()
         for i, (t_pad, blocks) in enumerate(programs, 1):
-            # Twice: on Gemma-2, a step's first run in a process returned one
-            # more live value than the runs after it, so its fused program was
-            # not the one serving runs; the second run is.
-            self._warm_step(t_pad, blocks)
             self._warm_step(t_pad, blocks)
             logger.info("torch_tpu: warming up %d/%d programs (%.1f s)", i, len(programs),
                         time.perf_counter() - start)
