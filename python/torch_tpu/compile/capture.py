@@ -28,7 +28,12 @@ class NotWholeBase(Exception):
 
 class ReadsItsOwnValue(Exception):
     """The function read a value it computes (to size a result, or on the
-    host), which a capture can only record."""
+    host), which a capture can only record. `op` names the op when the
+    caller knows it."""
+
+    def __init__(self, op: str = "an op"):
+        super().__init__(op)
+        self.op = op
 
 
 def _geometry(t):
@@ -132,14 +137,13 @@ class CapturedFunction:
     tensors that are whole contiguous buffers."""
 
     def __init__(self, fn, what: str):
-        self.fn = fn
+        self.fn = fn   # run as fn(*inputs), once per signature
         self.what = what
         self.programs: dict = {}
         self.last = None   # the program that ran last; its plan checks new inputs in C++
 
-    def __call__(self, inputs: list, fn=None) -> list:
-        """The outputs of fn(*inputs); `fn` overrides the function for a
-        capture (a closure over this call's objects)."""
+    def __call__(self, inputs: list) -> list:
+        """The outputs of fn(*inputs)."""
         if self.last is not None:
             outs = self.last(list(inputs))   # the call empties the list it gets
             if outs is not None:
@@ -149,7 +153,7 @@ class CapturedFunction:
             raise TypeError(f"{self.what}: captured inputs must be tensors")
         program = self.programs.get(plan.key)
         if program is None:
-            program = capture_program(fn or self.fn, list(inputs), plan, self.what)
+            program = capture_program(self.fn, list(inputs), plan, self.what)
             self.programs[plan.key] = program
         outs = program(list(inputs))
         if outs is None:

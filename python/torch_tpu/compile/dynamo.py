@@ -233,12 +233,6 @@ def _views_to_reshapes(gm: torch.fx.GraphModule) -> None:
         gm.recompile()
 
 
-class _ReadsItsOwnValue(Exception):
-    def __init__(self, op: str):
-        super().__init__(op)
-        self.op = op
-
-
 # Ops that read a tensor's values on the host to size their result
 # (csrc/aten/data_dependent.cpp); the index ops only with a boolean mask.
 _SIZED_BY_VALUES = {"aten::bincount", "aten::masked_scatter", "aten::masked_select", "aten::nonzero",
@@ -343,7 +337,7 @@ class CompiledGraph:
                 self.last = program
                 _stats["runs"] += 1
                 return outs
-            except _ReadsItsOwnValue as e:
+            except ReadsItsOwnValue as e:
                 # x[mask] = y[mask] and the like, traced whole by Dynamo: the
                 # op needs a value the graph computes, which a capture only
                 # records. The capture was undone (inputs as they were).
@@ -429,7 +423,8 @@ class CompiledGraph:
                                       f"torch.compile(backend='tpu')'s {self.kind} graph",
                                       whole_views=self.kind == "backward")
         except ReadsItsOwnValue as e:
-            raise _ReadsItsOwnValue(_sized_by_values(self.gm)) from e
+            e.op = _sized_by_values(self.gm)
+            raise
         with _lock:
             _stats["captures"] += 1
         self.programs[key] = program

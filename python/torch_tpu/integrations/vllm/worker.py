@@ -57,7 +57,7 @@ class TpuModelRunner(CPUModelRunner):
         self._fresh_blocks = []     # blocks to zero in the next step's program
         self._logits_indices = None  # this step's padded rows to sample (host)
         self._step_logits = None    # the logits the step's program computed
-        self._step = CapturedFunction(None, "vLLM's step on tpu")
+        self._step = CapturedFunction(self._step_work, "vLLM's step on tpu")
 
     def load_model(self, load_dummy_weights: bool = False) -> None:
         super().load_model(load_dummy_weights)
@@ -123,23 +123,23 @@ class TpuModelRunner(CPUModelRunner):
         t_pad = input_ids.shape[0]
         indices, self._logits_indices = self._logits_indices, None
         if indices is None:
-            indices = self._padded_logits_indices(
-                torch.zeros(1, dtype=self.query_start_loc.gpu.dtype), t_pad)
+            indices = self._placeholder_logits_indices(t_pad)
         host = [input_ids, positions, self._fresh_block_ids(t_pad), indices]
         metas = {id(m): m for m in get_forward_context().attn_metadata.values()}.values()
         caches = {id(kv): kv for kv in self.kv_caches}.values()
         inputs = ([t.to(self.tpu) for t in host]
                   + [getattr(m, name) for m in metas for name in METADATA_TENSORS] + list(caches))
-        ids, pos, zero_ids, rows = inputs[:4]
-
-        def step(*_):   # run once per bucket, on this step's inputs
-            self._write_zeros(zero_ids)
-            hidden = self.model(input_ids=ids, positions=pos, intermediate_tensors=None,
-                                inputs_embeds=None)
-            return [hidden, self._compute_logits(hidden.index_select(0, rows))]
-
-        hidden, self._step_logits = self._step(inputs, step)
+        hidden, self._step_logits = self._step(inputs)
         return hidden
+
+    def _step_work(self, ids, positions, zero_ids, rows, *metadata_and_caches):
+        """What _run_step captures, once per bucket. The metadata and caches
+        are read through vLLM's forward context and the layers; as inputs they
+        are the same buffers."""
+        self._write_zeros(zero_ids)
+        hidden = self.model(input_ids=ids, positions=positions, intermediate_tensors=None,
+                            inputs_embeds=None)
+        return [hidden, self._compute_logits(hidden.index_select(0, rows))]
 
     def _determine_batch_execution_and_padding(self, num_tokens, *args, **kwargs):
         mode, desc, should_ubatch, across_dp, stats = super()._determine_batch_execution_and_padding(
@@ -152,6 +152,10 @@ class TpuModelRunner(CPUModelRunner):
         # bucket has at most min(T, max_num_seqs) sequences: its sampled rows,
         # and its partly filled blocks.
         return min(t_pad, self.scheduler_config.max_num_seqs)
+
+    def _placeholder_logits_indices(self, t_pad: int) -> torch.Tensor:
+        """Sampled rows for a step vLLM did not prepare (the warm-up's): row 0, padded."""
+        return self._padded_logits_indices(torch.zeros(1, dtype=self.query_start_loc.gpu.dtype), t_pad)
 
     def _padded_logits_indices(self, indices: torch.Tensor, t_pad: int) -> torch.Tensor:
         padded = torch.zeros(self._max_step_seqs(t_pad), dtype=indices.dtype)
@@ -267,8 +271,6 @@ class TpuModelRunner(CPUModelRunner):
                     slot_mapping[name] = torch.zeros(t_pad, dtype=torch.long)
         with torch_tpu.eager_mode("defer_and_fuse"):
             self._sampled_rows = None
-            self._logits_indices = indices = self._padded_logits_indices(
-                torch.zeros(1, dtype=self.query_start_loc.gpu.dtype), t_pad)
             with set_forward_context(attn, self.vllm_config, num_tokens=t_pad,
                                      slot_mapping=slot_mapping):
                 hidden = self._model_forward(input_ids=self.input_ids.gpu[:t_pad],
@@ -276,7 +278,7 @@ class TpuModelRunner(CPUModelRunner):
             # vLLM gathers the sampled rows' hidden states too (kept for
             # speculative decoding): a program of its own, run when the step
             # leaves defer_and_fuse, so the warm-up keeps it alive till then.
-            sampled = hidden[indices]
+            sampled = hidden[self._placeholder_logits_indices(t_pad)]
             self.model.compute_logits(sampled)
         del sampled
 
