@@ -2,7 +2,7 @@
 (float64): a batch of prefill, chunked-prefill and decode sequences, keys read
 through random block tables, grouped-query heads, a sliding window and logit
 soft-capping; both ways the matmuls take the heads (block diagonal, batched
-over KV heads) give the reference."""
+over KV heads) give the reference, whichever rows the layout makes."""
 import numpy as np
 import pytest
 import torch
@@ -34,15 +34,24 @@ def _reference(q, cache, tables, seq_lens, qlens, scale, window, cap):
     return torch.stack(out)
 
 
+# A mixed batch (chunked prefill, prefills, decodes: rows of 8 tokens) and a
+# decode batch (a token a row).
+BATCHES = {"mixed": ([20, 1, 33, 1, 1], 8), "decode": ([1, 1, 1, 1, 1], 16)}
+
+
+@pytest.mark.parametrize("batch", sorted(BATCHES))
 @pytest.mark.parametrize("block_diagonal", [True, False])
 @pytest.mark.parametrize("heads,kv_heads,window,cap", [(4, 2, None, None), (8, 4, 8, None), (4, 1, None, 30.0),
                                                        (4, 4, 24, None)])
-def test_step_attention_matches_reference(monkeypatch, block_diagonal, heads, kv_heads, window, cap):
+def test_step_attention_matches_reference(monkeypatch, batch, block_diagonal, heads, kv_heads, window,
+                                          cap):
     monkeypatch.setattr(A, "BLOCK_DIAGONAL_MAX_KV_HEADS", 64 if block_diagonal else 0)
-    d, num_blocks, max_seqs, max_tokens = 16, 64, 8, 128
+    monkeypatch.setattr(A, "BLOCK_DIAGONAL_MAX_CHUNK", 1 << 20)
+    qlens, max_seqs = BATCHES[batch]
+    d, num_blocks, max_tokens = 16, 64, 128
     rng = np.random.default_rng(heads * 10 + kv_heads)
     seq_lens = np.array([70, 1, 33, 17, 50], np.int64)
-    qlens = np.array([20, 1, 33, 1, 1], np.int64)          # chunked prefill, prefills, decodes
+    qlens = np.array(qlens, np.int64)
     qsl = np.concatenate(([0], np.cumsum(qlens)))
     t_act = int(qsl[-1])
     t_pad = token_bucket(t_act, max_tokens)

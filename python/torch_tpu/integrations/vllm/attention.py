@@ -28,10 +28,10 @@ Every op is one torch_tpu lowers to StableHLO.
 The largest intermediates, per layer: the gathered keys and values, two
 [R, L, kv_heads * head_size] with R <= 2 * max_num_seqs rows and L the key
 bucket (at most max_model_len), and the float32 scores [R, heads, C, L] with
-R * C about 3 * T query slots at most. With at most
-BLOCK_DIAGONAL_MAX_KV_HEADS KV heads the queries are laid out block
-diagonally, [R, heads * C, kv_heads * head_size] (kv_heads times the query);
-with more, the gathered keys and values are transposed into copies.
+R * C about 3 * T query slots at most. In a decode step (a token a row) with
+at most BLOCK_DIAGONAL_MAX_KV_HEADS KV heads the queries are laid out block
+diagonally, [R, heads, kv_heads * head_size] (kv_heads times the query);
+otherwise the gathered keys and values are transposed into copies.
 
 Block 0 is vLLM's null block (never handed to a request): padded tokens write
 there and padded block-table entries read from there, under the mask.
@@ -48,9 +48,13 @@ from vllm.v1.attention.backend import (AttentionBackend, AttentionImpl, Attentio
 from .buckets import bucket, query_layout
 
 DEVICE = "tpu"
-# Up to this many KV heads, attention's matmuls take the query heads block
-# diagonally (TpuPagedAttentionImpl.forward).
+# Up to this many KV heads and query tokens a row, attention's matmuls take the
+# query heads block diagonally (TpuPagedAttentionImpl.forward). Past one token
+# a row the doubled multiply-adds cost more than the copies they save: a
+# 4096-token step of the benchmark's Llama (2 KV heads) took 83 ms block
+# diagonally and 75 ms batched over KV heads, a 1024-token step 25 and 21 ms.
 BLOCK_DIAGONAL_MAX_KV_HEADS = 2
+BLOCK_DIAGONAL_MAX_CHUNK = 1
 
 
 class TpuPagedAttentionBackend(AttentionBackend):
@@ -236,7 +240,8 @@ class TpuPagedAttentionImpl(AttentionImpl):
         t = meta.output_index.shape[0]
         qs = query[:t].reshape(t, h, d).index_select(0, meta.query_index)  # [R*C, H, D]
         qs = qs.view(r, c, hkv, g, d).permute(0, 2, 3, 1, 4).float()        # [R, Hkv, G, C, D]
-        if hkv <= BLOCK_DIAGONAL_MAX_KV_HEADS:
+        block_diagonal = hkv <= BLOCK_DIAGONAL_MAX_KV_HEADS and c <= BLOCK_DIAGONAL_MAX_CHUNK
+        if block_diagonal:
             # Batched over rows alone: a row's query heads laid out block
             # diagonally against the KV heads ([R, Hkv*G*C, Hkv*D], zero off
             # the block of each head's own KV head) take the gathered keys and
@@ -262,7 +267,7 @@ class TpuPagedAttentionImpl(AttentionImpl):
         allowed = allowed[:, None, None, :, :].expand(r, hkv, g, c, length).reshape(r, hkv, g * c, length)
         scores = scores.masked_fill(~allowed, torch.finfo(torch.float32).min)
         probs = torch.softmax(scores, dim=-1)
-        if hkv <= BLOCK_DIAGONAL_MAX_KV_HEADS:
+        if block_diagonal:
             out = torch.matmul(probs.view(r, hkv * g * c, length), values)    # [R, Hkv*G*C, Hkv*D]
             out = (out.view(r, hkv, g * c, hkv, d) * eye).sum(3)               # [R, Hkv, G*C, D]
         else:

@@ -45,6 +45,12 @@ class TpuPlatform(CpuPlatform):
 
     @classmethod
     def set_device(cls, device: torch.device) -> None:
+        # The worker's `device` is the host, where the runner keeps its step
+        # buffers (worker.py); its tpu device is set once in init_device, and
+        # vLLM's threads that set the worker's device (the async output
+        # thread) have nothing more to set.
+        if torch.device(device).type == "cpu":
+            return
         torch.tpu.set_device(device)
 
     @classmethod
@@ -83,9 +89,6 @@ class TpuPlatform(CpuPlatform):
             cache_config.block_size = 16
         if os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
             cache_config.kv_cache_memory_bytes = int(os.environ["VLLM_CPU_KVCACHE_SPACE"]) << 30
-
-        # The runner prepares each step on the host and waits for its tokens.
-        vllm_config.scheduler_config.async_scheduling = False
 
         parallel_config = vllm_config.parallel_config
         if parallel_config.world_size > 1:

@@ -20,9 +20,20 @@ warm-up (`TpuModelRunner.warm_up`) captures each at start-up through the calls
 a real step makes, so that serving compiles nothing new; the programs land in
 torch_tpu's persistent cache, so the next start loads them instead of
 compiling.
+
+With vLLM's async scheduling (its default), the engine schedules step N+1
+before it has step N's tokens. GPUModelRunner's own async mode keeps the
+sampled tokens on the device with CUDA streams and events; this runner samples
+on the host, so it keeps the synchronous bookkeeping and defers the sampling
+instead: `sample_tokens` returns a `_DeferredSample` at once, and step N is
+sampled when its output is asked for or when step N+1 starts, whichever comes
+first. The device runs step N while vLLM processes step N-1's output and
+schedules step N+1.
 """
 import contextlib
 import dataclasses
+import functools
+import threading
 import time
 
 import torch
@@ -31,6 +42,7 @@ from torch_tpu.compile.capture import CapturedFunction
 from vllm.forward_context import get_forward_context, set_forward_context
 from vllm.logger import init_logger
 from vllm.utils.torch_utils import set_random_seed
+from vllm.v1.outputs import AsyncModelRunnerOutput
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 from vllm.v1.worker.cpu_worker import CPUWorker
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
@@ -49,9 +61,43 @@ def _device() -> torch.device:
     return torch.device("tpu", torch.tpu.current_device())
 
 
+class _DeferredSample(AsyncModelRunnerOutput):
+    """A step's ModelRunnerOutput, sampled once, by whichever asks first: the
+    engine (get_output, from its output thread under multiprocessing) or the
+    runner's next step. The lock keeps the sampling, which updates the
+    runner's batch, from running twice or beside the next step."""
+
+    def __init__(self, sample):
+        self._sample = sample
+        self._output = None
+        self._lock = threading.Lock()
+
+    def get_output(self):
+        with self._lock:
+            if self._sample is not None:
+                sample, self._sample = self._sample, None
+                self._output = sample()
+            return self._output
+
+
+@contextlib.contextmanager
+def _synchronous_runner(scheduler_config):
+    """GPUModelRunner.__init__ as without async scheduling (no CUDA streams or
+    events, which a CPU torch cannot make); the engine keeps its setting."""
+    ahead = scheduler_config.async_scheduling
+    scheduler_config.async_scheduling = False
+    try:
+        yield bool(ahead)
+    finally:
+        scheduler_config.async_scheduling = ahead
+
+
 class TpuModelRunner(CPUModelRunner):
     def __init__(self, vllm_config, device):
-        super().__init__(vllm_config, device)   # host buffers: `device` is the CPU
+        with _synchronous_runner(vllm_config.scheduler_config) as ahead:
+            super().__init__(vllm_config, device)   # host buffers: `device` is the CPU
+        self._scheduled_ahead = ahead   # vLLM's async scheduling: sample lazily
+        self._pending_sample = None     # the last step's _DeferredSample, if not yet sampled
         self.tpu = _device()
         self._sampled_rows = None   # rows of this step's logits that are real
         self._fresh_blocks = []     # blocks to zero in the next step's program
@@ -90,11 +136,26 @@ class TpuModelRunner(CPUModelRunner):
         self.model.compute_logits = logits_on_host
 
     def execute_model(self, *args, **kwargs):
+        self._sample_pending()
         # The step's program is _run_step's; the little vLLM adds around it on
         # tpu tensors (it gathers the sampled rows' hidden states) is fused
         # into one more launch rather than run op by op.
         with torch_tpu.eager_mode("defer_and_fuse"):
             return super().execute_model(*args, **kwargs)
+
+    def sample_tokens(self, grammar_output):
+        self._sample_pending()
+        if not self._scheduled_ahead:
+            return super().sample_tokens(grammar_output)
+        self._pending_sample = _DeferredSample(functools.partial(super().sample_tokens, grammar_output))
+        return self._pending_sample
+
+    def _sample_pending(self) -> None:
+        """Samples the last step if nobody has yet: the batch's bookkeeping
+        must be done before the next step changes the batch."""
+        pending, self._pending_sample = self._pending_sample, None
+        if pending is not None:
+            pending.get_output()
 
     def _model_forward(self, input_ids=None, positions=None, intermediate_tensors=None,
                        inputs_embeds=None, **model_kwargs):
