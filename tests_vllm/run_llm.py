@@ -64,7 +64,8 @@ def main(spec):
     print(json.dumps({"preempted": counters.get("vllm:num_preemptions", 0),
                       "prefix_cache_hits": counters.get("vllm:prefix_cache_hits", 0), "tokens": tokens, "extra": extra, "seconds": elapsed,
                       "graphs_compiled": m["graphs_compiled"], "cache_misses": m["cache_misses"],
-                      "donated": m["donated_buffers"]}))
+                      "donated": m["donated_buffers"],
+                      "async_scheduling": llm.llm_engine.vllm_config.scheduler_config.async_scheduling}))
 
 
 if __name__ == "__main__":

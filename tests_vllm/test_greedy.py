@@ -1,7 +1,8 @@
 """vLLM on tpu gives HF generate()'s greedy tokens (CPU, one prompt at a time)
 for every prompt of a batch of different lengths, on tiny Llama, Qwen3, Mistral
 (sliding window 8, prompts longer than it) and Gemma2 (sliding window, logit
-soft-capping, tied embeddings) built here from random weights."""
+soft-capping, tied embeddings) built here from random weights; with vLLM's
+async scheduling (its default) and without."""
 import pytest
 
 from conftest import VOCAB, greedy, run_llm
@@ -24,6 +25,15 @@ def test_llama_batch_of_lengths(models):
     got = check(models("llama"), 5, 2, 40, 12)
     # Each step wrote its keys and values into the cache in place (a donated buffer).
     assert got["donated"] > 0
+    assert got["async_scheduling"]
+
+
+@pytest.mark.slow
+def test_llama_without_async_scheduling(models):
+    # vLLM's default schedules a step ahead and the runner samples lazily;
+    # without it the runner samples each step before the next is scheduled.
+    got = check(models("llama"), 5, 2, 40, 12, llm={"async_scheduling": False})
+    assert got["async_scheduling"] is False
 
 
 @pytest.mark.slow

@@ -121,19 +121,18 @@ class TpuModelRunner(CPUModelRunner):
         torch.tpu.synchronize()
         self._compute_logits = compute_logits = self.model.compute_logits
 
-        # The sampler works on the host tensors the runner prepared; the rows
-        # past the step's sequences were padding (_prepare_inputs). The
-        # step's program has computed the sampled rows' logits already
-        # (_model_forward); other calls (prompt logprobs) compute theirs.
-        def logits_on_host(hidden_states):
+        # The step's program has computed the sampled rows' logits already
+        # (_model_forward): vLLM's execute_model gets them still on tpu, so
+        # that it returns without waiting for the program; they come to the
+        # host when the step is sampled (_sample_on_host). Other calls
+        # (prompt logprobs, during sampling) compute theirs, on the host.
+        def step_logits(hidden_states):
             logits, self._step_logits = self._step_logits, None
             if logits is None:
-                logits = compute_logits(hidden_states.to(self.tpu))
-            logits = logits.cpu()
-            rows, self._sampled_rows = self._sampled_rows, None
-            return logits if rows is None else logits[:rows]
+                logits = compute_logits(hidden_states.to(self.tpu)).cpu()
+            return logits
 
-        self.model.compute_logits = logits_on_host
+        self.model.compute_logits = step_logits
 
     def execute_model(self, *args, **kwargs):
         self._sample_pending()
@@ -145,10 +144,22 @@ class TpuModelRunner(CPUModelRunner):
 
     def sample_tokens(self, grammar_output):
         self._sample_pending()
+        sample = functools.partial(self._sample_on_host, grammar_output)
         if not self._scheduled_ahead:
-            return super().sample_tokens(grammar_output)
-        self._pending_sample = _DeferredSample(functools.partial(super().sample_tokens, grammar_output))
+            return sample()
+        self._pending_sample = _DeferredSample(sample)
         return self._pending_sample
+
+    def _sample_on_host(self, grammar_output):
+        """vLLM's sampling, on the step's logits brought to the host (where
+        the sampler's inputs are) without the rows past the step's sequences,
+        which were padding (_prepare_inputs)."""
+        state = self.execute_model_state
+        if state is not None and state.logits is not None and state.logits.device.type == "tpu":
+            logits = state.logits.cpu()
+            rows, self._sampled_rows = self._sampled_rows, None
+            self.execute_model_state = state._replace(logits=logits if rows is None else logits[:rows])
+        return super().sample_tokens(grammar_output)
 
     def _sample_pending(self) -> None:
         """Samples the last step if nobody has yet: the batch's bookkeeping
