@@ -321,6 +321,7 @@ class TpuModelRunner(CPUModelRunner):
         before = torch_tpu.metrics()
         for i, (t_pad, blocks) in enumerate(programs, 1):
             self._warm_step(t_pad, blocks)
+            torch.tpu.synchronize()   # ran, not only launched: the line times it, and serving starts idle
             logger.info("torch_tpu: warming up %d/%d programs (%.1f s)", i, len(programs),
                         time.perf_counter() - start)
         after = torch_tpu.metrics()
