@@ -65,18 +65,24 @@ class _DeferredSample(AsyncModelRunnerOutput):
     """A step's ModelRunnerOutput, sampled once, by whichever asks first: the
     engine (get_output, from its output thread under multiprocessing) or the
     runner's next step. The lock keeps the sampling, which updates the
-    runner's batch, from running twice or beside the next step."""
+    runner's batch, from running twice or beside the next step. A sampling
+    that failed fails every ask."""
 
     def __init__(self, sample):
         self._sample = sample
-        self._output = None
+        self._output = self._error = None
         self._lock = threading.Lock()
 
     def get_output(self):
         with self._lock:
             if self._sample is not None:
                 sample, self._sample = self._sample, None
-                self._output = sample()
+                try:
+                    self._output = sample()
+                except BaseException as e:
+                    self._error = e
+            if self._error is not None:
+                raise self._error
             return self._output
 
 
