@@ -38,7 +38,10 @@ def main(spec):
         tokens = [list(o.outputs[0].token_ids) for o in outs]
         extra = [{"text": o.outputs[0].text, "finish_reason": o.outputs[0].finish_reason,
                   "logprobs": None if o.outputs[0].logprobs is None else
-                  [step[t].logprob for step, t in zip(o.outputs[0].logprobs, o.outputs[0].token_ids)]}
+                  [step[t].logprob for step, t in zip(o.outputs[0].logprobs, o.outputs[0].token_ids)],
+                  # The logprob of each prompt token after the first (vLLM gives None for the first).
+                  "prompt_logprobs": None if o.prompt_logprobs is None else
+                  [step[t].logprob for step, t in zip(o.prompt_logprobs[1:], o.prompt_token_ids[1:])]}
                  for o in outs]
     else:
         # Continuous batching: new requests join the running batch between steps.

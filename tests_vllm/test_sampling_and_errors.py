@@ -1,5 +1,6 @@
-"""Sampling as vLLM specifies it, on tpu (logprobs against HF's on the CPU,
-seeds, max tokens, stop strings), and start-up errors that say what is wrong."""
+"""Sampling as vLLM specifies it, on tpu (logprobs and prompt logprobs against
+HF's on the CPU, seeds, max tokens, stop strings), and start-up errors that say
+what is wrong."""
 import pytest
 import torch
 
@@ -21,6 +22,16 @@ def test_logprobs_seeds_and_limits(models):
             logits = model(torch.tensor([p + toks])).logits[0, len(p) - 1:-1]
         expected = torch.log_softmax(logits, -1)[torch.arange(len(toks)), torch.tensor(toks)]
         torch.testing.assert_close(torch.tensor(extra["logprobs"]), expected, rtol=1e-4, atol=1e-4)
+    # Prompt logprobs, computed while the step is sampled (after the step's
+    # program, with vLLM's async scheduling deferring the sampling): HF's
+    # log-softmax of each prompt token given the ones before it.
+    scored = run_llm(folder, prompts, {"temperature": 0, "max_tokens": 2, "ignore_eos": True,
+                                       "prompt_logprobs": 0})
+    for p, extra in zip(prompts, scored["extra"]):
+        with torch.no_grad():
+            logits = model(torch.tensor([p])).logits[0, :-1]
+        expected = torch.log_softmax(logits, -1)[torch.arange(len(p) - 1), torch.tensor(p[1:])]
+        torch.testing.assert_close(torch.tensor(extra["prompt_logprobs"]), expected, rtol=1e-4, atol=1e-4)
     sample = {"temperature": 1.0, "top_k": 20, "top_p": 0.9, "max_tokens": 12, "ignore_eos": True}
     a = run_llm(folder, prompts, {**sample, "seed": 1})
     b = run_llm(folder, prompts, {**sample, "seed": 1})
