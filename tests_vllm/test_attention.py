@@ -9,7 +9,7 @@ import torch
 import torch_tpu
 
 from torch_tpu.integrations.vllm import attention as A
-from torch_tpu.integrations.vllm.buckets import bucket, query_layout, token_bucket
+from torch_tpu.integrations.vllm.buckets import key_bucket, query_layout, token_bucket
 
 BLOCK = 16
 
@@ -56,7 +56,7 @@ def test_step_attention_matches_reference(monkeypatch, batch, block_diagonal, he
     t_act = int(qsl[-1])
     t_pad = token_bucket(t_act, max_tokens)
     rows, chunk = query_layout(t_pad, max_seqs)
-    blocks = bucket(-(-int(seq_lens.max()) // BLOCK), 1, num_blocks)
+    blocks = key_bucket(-(-int(seq_lens.max()) // BLOCK), t_pad, max_seqs, num_blocks)
     tables = rng.permutation(np.arange(1, num_blocks))[: len(seq_lens) * blocks].reshape(len(seq_lens), blocks)
     seq = np.repeat(np.arange(len(seq_lens)), qlens)
     pos = (seq_lens - qlens)[seq] + np.arange(t_act) - qsl[seq]

@@ -11,7 +11,7 @@ import pytest
 import tiny_models
 from conftest import VOCAB, greedy, run_llm
 from torch_tpu.integrations.vllm.attention import step_arrays
-from torch_tpu.integrations.vllm.buckets import bucket, query_layout, step_buckets, token_bucket
+from torch_tpu.integrations.vllm.buckets import key_bucket, query_layout, step_buckets, token_bucket
 
 
 def _random_batch(rng, max_tokens, max_seqs, max_len):
@@ -21,6 +21,19 @@ def _random_batch(rng, max_tokens, max_seqs, max_len):
     seq_lens = np.minimum(qlens + rng.integers(0, max_len, n), max_len)
     qlens = np.minimum(qlens, seq_lens)
     return np.concatenate(([0], np.cumsum(qlens))), seq_lens
+
+
+def test_decode_keys_pad_to_half_octaves():
+    # A decode step (at most max_seqs tokens) pads its keys to powers of two
+    # and their 1.5x midpoints; a longer step to powers of two.
+    max_seqs, max_blocks = 32, 64
+    decode = {n: key_bucket(n, 32, max_seqs, max_blocks) for n in (1, 2, 3, 5, 7, 9, 13, 17, 25, 33, 49, 64)}
+    assert decode == {1: 1, 2: 2, 3: 3, 5: 6, 7: 8, 9: 12, 13: 16, 17: 24, 25: 32, 33: 48, 49: 64, 64: 64}
+    prefill = {n: key_bucket(n, 64, max_seqs, max_blocks) for n in (3, 9, 17, 33)}
+    assert prefill == {3: 4, 9: 16, 17: 32, 33: 64}
+    assert key_bucket(40, 16, max_seqs, 40) == 40          # the cap is a size of its own
+    with pytest.raises(ValueError, match="over its limit"):
+        key_bucket(65, 32, max_seqs, max_blocks)
 
 
 @pytest.mark.parametrize("max_tokens,max_seqs,max_len", [(128, 8, 256), (2048, 256, 4096), (96, 32, 200)])
@@ -33,7 +46,7 @@ def test_every_batch_lands_in_the_warmup_set(max_tokens, max_seqs, max_len):
         qsl, seq_lens = _random_batch(rng, max_tokens, max_seqs, max_len)
         t_act = int(qsl[-1])
         t_pad = token_bucket(t_act, max_tokens)
-        blocks = bucket(-(-int(seq_lens.max()) // block), 1, max_blocks)
+        blocks = key_bucket(-(-int(seq_lens.max()) // block), t_pad, max_seqs, max_blocks)
         assert (t_pad, blocks) in warm
         rows, chunk = query_layout(t_pad, max_seqs)
         table = rng.integers(1, 1000, (len(seq_lens), blocks))

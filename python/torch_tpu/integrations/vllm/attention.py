@@ -45,7 +45,7 @@ from vllm.forward_context import get_forward_context
 from vllm.v1.attention.backend import (AttentionBackend, AttentionImpl, AttentionMetadataBuilder,
                                        AttentionType, CommonAttentionMetadata)
 
-from .buckets import bucket, query_layout
+from .buckets import key_bucket, query_layout
 
 DEVICE = "tpu"
 # Up to this many KV heads and query tokens a row, attention's matmuls take the
@@ -180,7 +180,8 @@ class TpuPagedAttentionMetadataBuilder(AttentionMetadataBuilder[TpuPagedAttentio
         # mapping comes padded to it.
         t_pad = max(len(slot_mapping), t_act)
         rows, chunk = query_layout(t_pad, self.max_seqs)
-        blocks = bucket(-(-int(seq_lens.max()) // self.block_size), 1, self.max_blocks)
+        blocks = key_bucket(-(-int(seq_lens.max()) // self.block_size), t_pad, self.max_seqs,
+                            self.max_blocks)
         block_table = np.zeros((n, blocks), np.int64)
         width = min(blocks, m.block_table_tensor.shape[1])
         block_table[:, :width] = m.block_table_tensor[:n, :width].cpu().numpy()
