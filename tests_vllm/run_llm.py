@@ -3,7 +3,8 @@ expects) and prints the generated token ids as JSON on the last line.
 
 usage: python run_llm.py SPEC_JSON  where SPEC has: model (folder), llm (LLM kwargs),
 prompts (lists of token ids), sampling (SamplingParams kwargs), and optionally
-"waves": submit the prompts in that many groups, each while earlier ones decode.
+"waves": submit the prompts in that many groups, each while earlier ones decode;
+"as_embeddings": give the prompts as their embeddings.
 """
 import json
 import os
@@ -29,7 +30,16 @@ def main(spec):
 
     llm = LLM(model=spec["model"], disable_log_stats=False, **spec["llm"])
     params = SamplingParams(**spec["sampling"])
-    prompts = [TokensPrompt(prompt_token_ids=p) for p in spec["prompts"]]
+    if spec.get("as_embeddings"):
+        # The prompts given as their embeddings (HF's embedding layer of the
+        # same weights), for an LLM made with enable_prompt_embeds.
+        import torch
+        from transformers import AutoModelForCausalLM
+        embed = AutoModelForCausalLM.from_pretrained(spec["model"], dtype=torch.float32).get_input_embeddings()
+        with torch.no_grad():
+            prompts = [{"prompt_embeds": embed(torch.tensor(p))} for p in spec["prompts"]]
+    else:
+        prompts = [TokensPrompt(prompt_token_ids=p) for p in spec["prompts"]]
     torch_tpu.reset_metrics()
     start = time.perf_counter()
     waves = spec.get("waves", 1)

@@ -140,6 +140,15 @@ class TpuModelRunner(CPUModelRunner):
 
         self.model.compute_logits = step_logits
 
+        # With prompt embeddings, vLLM embeds the steps' token ids itself,
+        # from its host buffer of ids into its host buffer of embeddings.
+        embed_input_ids = self.model.embed_input_ids
+
+        def embed_on_host(input_ids, *args, **kwargs):
+            return embed_input_ids(input_ids.to(self.tpu), *args, **kwargs).cpu()
+
+        self.model.embed_input_ids = embed_on_host
+
     def execute_model(self, *args, **kwargs):
         self._sample_pending()
         # The step's program is _run_step's; the little vLLM adds around it on
@@ -159,9 +168,10 @@ class TpuModelRunner(CPUModelRunner):
     def _sample_on_host(self, grammar_output):
         """vLLM's sampling, on the step's logits brought to the host (where
         the sampler's inputs are) without the rows past the step's sequences,
-        which were padding (_prepare_inputs)."""
+        which were padding (_prepare_inputs). The logits of a step with
+        prompt embeddings are on the host already, and padded as well."""
         state = self.execute_model_state
-        if state is not None and state.logits is not None and state.logits.device.type == "tpu":
+        if state is not None and state.logits is not None:
             logits = state.logits.cpu()
             rows, self._sampled_rows = self._sampled_rows, None
             self.execute_model_state = state._replace(logits=logits if rows is None else logits[:rows])
