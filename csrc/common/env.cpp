@@ -1,5 +1,6 @@
 #include "common/env.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 
@@ -37,6 +38,32 @@ std::optional<int64_t> positive_count(const std::string& v) {
   int64_t n = std::stoll(v);
   if (n < 1) return std::nullopt;
   return n;
+}
+
+// TPU_VISIBLE_CHIPS's value: chip indices separated by commas, each once
+// ("2,3"), or why it is refused (the whole value, as a count's above).
+std::string parse_visible_chips(const std::string& v, std::vector<int64_t>& chips) {
+  if (v.empty()) return "TPU_VISIBLE_CHIPS is set but empty: this process was given no chips";
+  const std::string got = " (got '" + v + "')";
+  size_t start = 0;
+  while (true) {
+    const size_t end = std::min(v.find(',', start), v.size());
+    const std::string item = v.substr(start, end - start);
+    if (item.empty() || item.size() > 9 || item.find_first_not_of("0123456789") != std::string::npos)
+      return "TPU_VISIBLE_CHIPS must be chip indices separated by commas, as \"0,1\"" + got;
+    const int64_t chip = std::stoll(item);
+    if (std::find(chips.begin(), chips.end(), chip) != chips.end())
+      return "TPU_VISIBLE_CHIPS lists chip " + item + " twice" + got;
+    chips.push_back(chip);
+    if (end == v.size()) return "";
+    start = end + 1;
+  }
+}
+
+std::string joined(const std::vector<int64_t>& values) {
+  std::string text;
+  for (int64_t v : values) text += (text.empty() ? "" : ",") + std::to_string(v);
+  return text;
 }
 
 bool flag(const char* name, bool fallback = false) {
@@ -81,6 +108,12 @@ const Env& env() {
     } catch (...) {
     }
     r.launch_blocking = flag("TPU_LAUNCH_BLOCKING");
+    // Refused, as TORCH_TPU_CPU_DEVICES, where the client is created.
+    if (const char* v = std::getenv("TPU_VISIBLE_CHIPS")) {
+      std::vector<int64_t> chips;
+      r.visible_chips_error = parse_visible_chips(v, chips);
+      if (r.visible_chips_error.empty()) r.visible_chips = std::move(chips);
+    }
     r.xla_flags = get("XLA_FLAGS");
     return r;
   }();
@@ -120,6 +153,9 @@ std::vector<EnvVarDoc> env_table() {
        std::to_string(e.slow_compile_seconds)},
       {"TPU_LAUNCH_BLOCKING", "1: start in the debug eager mode (wait for every op)",
        b(e.launch_blocking)},
+      {"TPU_VISIBLE_CHIPS",
+       "the chips this process sees, as tpu:0, tpu:1... (CUDA_VISIBLE_DEVICES for chips; unset: all)",
+       e.visible_chips ? joined(*e.visible_chips) : get("TPU_VISIBLE_CHIPS")},
       {"XLA_FLAGS", "XLA's own flags, read by the plugin's compiler; they key the persistent cache",
        e.xla_flags},
   };

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct Env {
   std::string pjrt_plugin;          // TORCH_TPU_PJRT_PLUGIN: path of the PJRT plugin to load
   double slow_compile_seconds = 0;  // TORCH_TPU_SLOW_COMPILE_SECONDS: when to report a compile burst
   bool launch_blocking = false;     // TPU_LAUNCH_BLOCKING=1: start in debug mode
+  // TPU_VISIBLE_CHIPS: the plugin devices this process sees, in order, as tpu:0, tpu:1...
+  // (CUDA_VISIBLE_DEVICES for chips; runtime/visible_chips.h); unset: all of them.
+  std::optional<std::vector<int64_t>> visible_chips;
+  std::string visible_chips_error;  //   ... why its value is refused ("" when it is not)
   std::string xla_flags;            // XLA_FLAGS: read by the plugin's XLA; part of cache keys
 };
 
