@@ -399,6 +399,19 @@ std::unique_ptr<Client> create_client(std::shared_ptr<Plugin> plugin, int64_t cp
   return std::make_unique<Client>(plugin, cpu);
 }
 
+void Client::keep_devices(const std::vector<int>& indices) {
+  std::vector<PJRT_Device*> kept;
+  for (int i : indices) {
+    TPU_CHECK(i >= 0 && i < device_count(), ErrorKind::Runtime, "invalid device index ", i, ": ",
+              device_count(), " device(s) available");
+    TPU_CHECK(std::find(kept.begin(), kept.end(), devices_[i]) == kept.end(), ErrorKind::Runtime,
+              "device index ", i, " kept twice");
+    kept.push_back(devices_[i]);
+  }
+  TPU_CHECK(!kept.empty(), ErrorKind::Runtime, "a client must keep at least one device");
+  devices_ = std::move(kept);
+}
+
 Client::~Client() {
   PJRT_Client_Destroy_Args args{};
   args.struct_size = PJRT_Client_Destroy_Args_STRUCT_SIZE;

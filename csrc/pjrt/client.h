@@ -130,6 +130,9 @@ class Client {
   std::string platform_name() const;
   std::string platform_version() const;
   int device_count() const { return static_cast<int>(devices_.size()); }
+  // Keeps only the addressable devices at `indices` (each valid, each once),
+  // in that order: they become devices 0, 1... of every call below.
+  void keep_devices(const std::vector<int>& indices);
   DeviceInfo device_info(int index) const;
   DeviceMemory device_memory(int index) const;
 

@@ -16,6 +16,7 @@
 #include "runtime/disk_cache.h"
 #include "runtime/executor.h"
 #include "runtime/index_flags.h"
+#include "runtime/visible_chips.h"
 
 namespace torch_tpu::runtime {
 
@@ -46,9 +47,12 @@ Runtime& Runtime::get() {
   std::lock_guard<std::mutex> lock(init_mu);
   if (!instance.load(std::memory_order_relaxed)) {
     TPU_CHECK(env().cpu_devices_error.empty(), ErrorKind::Runtime, env().cpu_devices_error);
+    TPU_CHECK(env().visible_chips_error.empty(), ErrorKind::Runtime, env().visible_chips_error);
     pjrt::PluginChoice choice = pjrt::discover_plugin(env().pjrt_plugin, package_roots());
     auto plugin = pjrt::Plugin::load(choice);
-    auto* made = new Runtime(pjrt::create_client(std::move(plugin), env().cpu_devices));
+    auto client = pjrt::create_client(std::move(plugin), env().cpu_devices);
+    select_visible_chips(*client);
+    auto* made = new Runtime(std::move(client));
     arm_fork_guard();
     instance.store(made, std::memory_order_release);
   }

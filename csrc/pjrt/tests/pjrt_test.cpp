@@ -252,6 +252,45 @@ TEST(Buffer, CopiesBetweenDevicesWithoutTheHost) {
   EXPECT_THROW(c.copy_to_device(*on2, 3), Error);
 }
 
+// TPU_VISIBLE_CHIPS's selection (runtime/visible_chips.h): the kept devices,
+// in the order given, are the client's devices 0, 1... for every call.
+TEST(Client, KeepsTheDevicesAskedForInTheirOrder) {
+  Client c(Plugin::load(PluginChoice{testing::plugin_path(), "test"}), CreateOptions{{{"cpu_device_count", 3}}});
+  const int id0 = c.device_info(0).id, id2 = c.device_info(2).id;
+  EXPECT_THROW(c.keep_devices({0, 3}), Error);
+  EXPECT_THROW(c.keep_devices({1, 1}), Error);
+  EXPECT_THROW(c.keep_devices({}), Error);
+  EXPECT_EQ(c.device_count(), 3);  // a refused selection changes nothing
+  c.keep_devices({2, 0});
+  ASSERT_EQ(c.device_count(), 2);
+  EXPECT_EQ(c.device_info(0).id, id2);
+  EXPECT_EQ(c.device_info(1).id, id0);
+  // Uploads, launches and replicas follow the new numbering.
+  std::vector<float> host{1.0f, 2.0f, 3.0f};
+  auto on1 = c.from_host(host.data(), kVec3, 1);
+  EXPECT_EQ(c.device_of(*on1), 1);
+  auto out = c.compile(kAddOne, {kVec3}, 1)->execute({on1.get()}, {}, 1);
+  EXPECT_EQ(c.device_of(*out[0]), 1);
+  EXPECT_EQ(read(*out[0]), (std::vector<float>{2.0f, 3.0f, 4.0f}));
+  const hlo::TensorType vec2{ElementType::U32, {2}};
+  auto exe = c.compile_replicated(kAddReplicaId, {vec2}, 2);
+  std::vector<std::unique_ptr<Buffer>> ins;
+  std::vector<std::vector<const Buffer*>> args;
+  for (uint32_t r = 0; r < 2; ++r) {
+    std::vector<uint32_t> h{100 * r, 100 * r + 1};
+    ins.push_back(c.from_host(h.data(), vec2, static_cast<int>(r)));
+    args.push_back({ins.back().get()});
+  }
+  auto outs = exe->execute_replicated(args);
+  for (uint32_t r = 0; r < 2; ++r) {
+    std::vector<uint32_t> got(2);
+    outs[r][0]->to_host(got.data());
+    EXPECT_EQ(got, (std::vector<uint32_t>{101 * r, 101 * r + 1})) << "replica " << r;
+    EXPECT_EQ(c.device_of(*outs[r][0]), static_cast<int>(r));
+  }
+  EXPECT_THROW(c.compile_replicated(kAddReplicaId, {vec2}, 3), Error);
+}
+
 TEST(Buffer, UploadThatKeepsReadingTheHostSignalsWhenDone) {
   std::vector<float> host{7.0f, 8.0f, 9.0f};
   std::unique_ptr<Event> host_done;

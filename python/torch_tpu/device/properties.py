@@ -10,6 +10,9 @@ PJRT plugin says about the device.
 - multi_processor_count: the plugin's "core_count" attribute (SMs on the CUDA
   plugin) or "num_cores"; for the CPU plugin the host cores this process may
   use; else 1.
+- plugin_device_id: the plugin's id of the device, which stays the same when
+  TPU_VISIBLE_CHIPS renumbers what this process sees from tpu:0 (as a GPU's
+  pci_bus_id does under CUDA_VISIBLE_DEVICES).
 """
 import os
 import re
@@ -31,6 +34,7 @@ class DeviceProperties:
     plugin_path: str
     pjrt_api_version: str
     memory_source: str  # "plugin" (PJRT memory statistics) or "host" (physical memory)
+    plugin_device_id: int
     attributes: dict = field(default_factory=dict, compare=False)
 
     def __repr__(self):
@@ -90,5 +94,6 @@ def device_properties(index, mem_get_info=None) -> DeviceProperties:
         plugin_path=plat["plugin_path"],
         pjrt_api_version=plat["pjrt_api_version"],
         memory_source=source,
+        plugin_device_id=info["id"],
         attributes=attributes,
     )
