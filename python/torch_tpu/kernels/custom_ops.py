@@ -128,17 +128,25 @@ def _check_name(name, describe: str):
         raise ValueError(f"{describe}: name must be 'namespace::name', got {name!r}")
 
 
-def _register(name: str, text: str, signature: tuple) -> tuple[int, list]:
+def register_module(name: str, text: str, signature: tuple | None = None) -> tuple[int, list, list]:
     """Registers the text, compiles it alone once (so that the plugin's
     parser reports problems now, naming the op), and checks that it takes
-    the signature's inputs."""
+    the signature's inputs when one is given. Returns (module id, input
+    types, output types)."""
     mid, ins, outs = _C._custom_module(name, text)
-    want = [(dtype, shape) for dtype, shape in signature]
-    if [(d, tuple(s)) for d, s in ins] != want:
-        raise TypeError(f"{name}: the module's @main takes {signature_text(ins)} but it is called "
-                        f"with {signature_text(want)}")
+    ins = [(d, tuple(s)) for d, s in ins]
+    if signature is not None:
+        want = [(dtype, shape) for dtype, shape in signature]
+        if ins != want:
+            raise TypeError(f"{name}: the module's @main takes {signature_text(ins)} but it is "
+                            f"called with {signature_text(want)}")
     _C._check_custom_module(mid, torch.tpu.current_device())
-    return mid, [(d, tuple(s)) for d, s in outs]
+    return mid, ins, [(d, tuple(s)) for d, s in outs]
+
+
+def _register(name: str, text: str, signature: tuple) -> tuple[int, list]:
+    mid, _, outs = register_module(name, text, signature)
+    return mid, outs
 
 
 def signature_text(types) -> str:

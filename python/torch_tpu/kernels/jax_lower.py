@@ -10,9 +10,10 @@ lowered with JAX's module lowering for one platform and no backend
 devices). That is internal API, hence the exact JAX pin (pyproject's `jax`
 extra); the tests check that no backend exists after a kernel runs.
 
-Pallas: on a TPU plugin a `pallas_call` lowers to its Mosaic custom call. On
-every other plugin the lowering rule of `pallas_call` is overridden for this
-lowering only so that it runs in Pallas' interpret mode (the kernel becomes
+Pallas: on a TPU plugin a `pallas_call` (or a `pl.kernel`, which binds
+`mpmd_map`) lowers to its Mosaic custom call. On every other plugin the
+lowering rules of `pallas_call` and `mpmd_map` are overridden for this
+lowering only so that they run in Pallas' interpret mode (the kernel becomes
 plain StableHLO: a loop over the grid with dynamic slices). The Mosaic
 lowering asks the module context for a backend only to read libtpu's version
 (`get_backend(optional=True)`), and JAX would create a TPU client to answer;
@@ -174,17 +175,21 @@ def _no_backend_for_optional_questions():
         mlir.ModuleContext.get_backend = original
 
 
-def abstract_values(signature, who: str):
-    import jax
+def jax_dtype(dtype, who: str):
+    """The JAX dtype of a torch dtype; TypeError naming `who` when JAX
+    kernels cannot take it."""
     import jax.numpy as jnp
 
-    out = []
-    for dtype, shape in signature:
-        if dtype not in _TORCH_TO_JAX:
-            raise TypeError(f"{who}: tensors of dtype {str(dtype).replace('torch.', '')} cannot be "
-                            "passed to a JAX kernel")
-        out.append(jax.ShapeDtypeStruct(shape, jnp.dtype(_TORCH_TO_JAX[dtype])))
-    return out
+    if dtype not in _TORCH_TO_JAX:
+        raise TypeError(f"{who}: tensors of dtype {str(dtype).replace('torch.', '')} cannot be "
+                        "passed to a JAX kernel")
+    return jnp.dtype(_TORCH_TO_JAX[dtype])
+
+
+def abstract_values(signature, who: str):
+    import jax
+
+    return [jax.ShapeDtypeStruct(shape, jax_dtype(dtype, who)) for dtype, shape in signature]
 
 
 def _x64(signature):
@@ -199,13 +204,16 @@ def _x64(signature):
     return contextlib.nullcontext()
 
 
-def _flat(fn, who):
-    """fn with its results flattened to a list of arrays."""
+def _flat(fn, who, trees=None):
+    """fn with its results flattened to a list of arrays (their pytree
+    structure appended to `trees` when given)."""
     import jax
 
     def flat(*args):
         out = fn(*args)
-        leaves = jax.tree_util.tree_leaves(out)
+        leaves, tree = jax.tree_util.tree_flatten(out)
+        if trees is not None:
+            trees.append(tree)
         for leaf in leaves:
             if not hasattr(leaf, "shape") or not hasattr(leaf, "dtype"):
                 raise TypeError(f"{who}: the function must return JAX arrays (or a tuple/list of "
@@ -260,9 +268,28 @@ def _to_torch(dtype, who):
                     "cannot hold")
 
 
-def lower(fn, signature, who: str, *, check=True) -> str:
+def _interpret_rules(interpreted: list):
+    """Lowering rules that run Pallas kernels in interpret mode: `pallas_call`
+    and `pl.kernel`'s `mpmd_map` (whose rule for a non-TPU platform builds a
+    pallas_call lowering with the kernel's own, non-interpret setting)."""
+    from jax._src.pallas import mpmd
+    from jax._src.pallas import pallas_call as pc
+
+    def pallas_call_rule(ctx, *args, interpret=False, **kw):
+        interpreted.append(True)
+        return pc._pallas_call_lowering(ctx, *args, interpret=interpret or True, **kw)
+
+    def mpmd_map_rule(ctx, *args, interpret=False, **kw):
+        interpreted.append(True)
+        return mpmd._mpmd_map_fallback_lowering(ctx, *args, interpret=interpret or True, **kw)
+
+    return ((pc.pallas_call_p, pallas_call_rule), (mpmd.mpmd_map_p, mpmd_map_rule))
+
+
+def lower(fn, signature, who: str, *, check=True, trees=None) -> str:
     """The StableHLO text of fn for the input signature [(torch dtype, shape)],
-    checked against the plugin's StableHLO window (check_version)."""
+    checked against the plugin's StableHLO window (check_version). `trees`,
+    when given, receives the pytree structure of fn's result."""
     import jax
     from jax._src import sharding_impls
     from jax._src.interpreters import mlir
@@ -271,14 +298,8 @@ def lower(fn, signature, who: str, *, check=True) -> str:
     params = mlir.LoweringParameters()
     interpreted = []
     if pallas_lowering(platform) == "interpret":
-        from jax._src.pallas import pallas_call as pc
-
-        def interpret_rule(ctx, *args, interpret=False, **kw):
-            interpreted.append(True)
-            return pc._pallas_call_lowering(ctx, *args, interpret=interpret or True, **kw)
-
-        params = mlir.LoweringParameters(override_lowering_rules=((pc.pallas_call_p, interpret_rule),))
-    flat = _flat(fn, who)
+        params = mlir.LoweringParameters(override_lowering_rules=_interpret_rules(interpreted))
+    flat = _flat(fn, who, trees)
     with _traced(who, "tracing the function", signature), _x64(signature), _lowering_lock, \
             _no_backend_for_optional_questions():
         closed = jax.make_jaxpr(flat)(*abstract_values(signature, who))
