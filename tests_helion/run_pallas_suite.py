@@ -1,0 +1,156 @@
+"""Helion's own Pallas test suite (test/test_pallas.py of the archived source)
+on tpu and, for comparison, in Helion's interpret mode on the CPU; prints
+both pass rates, their ratio, and the tests that pass in interpret mode but
+not on tpu, grouped by their error.
+
+    python tests_helion/run_pallas_suite.py [--modes tpu,interpret] [--timeout 120]
+
+Modes: `tpu` is HELION_BACKEND=pallas with no interpret flag (Helion's
+_testing.py then uses DEVICE=tpu and its launcher calls torch_tpu._internal);
+`interpret` adds HELION_PALLAS_INTERPRET=1 (DEVICE=cpu, kernels run by JAX on
+its own CPU client). Each mode runs in its own pytest process with the
+archive unpacked in a temporary folder and on PYTHONPATH (its Helion shadows
+the installed one); results go to build/helion_suite/<mode>.xml (JUnit), and
+the summary reads whichever modes have a result there, saying when one is
+from an earlier run. Pass rate = passed / (passed + failed + errors); skipped
+and expected failures are counted apart. Run it with .venv-helion's python
+(make test-helion does).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ARCHIVE = Path(os.environ.get("HELION_ARCHIVE",
+                              REPO.parent / "shared" / "third_party" / "helion-ef091f41.tar.gz"))
+REPORT = REPO / "build" / "helion_suite"
+MODES = ("tpu", "interpret")
+
+
+def unpack(folder: Path) -> Path:
+    if not ARCHIVE.is_file():
+        sys.exit(f"Helion's source archive is not at {ARCHIVE} (set HELION_ARCHIVE)")
+    with tarfile.open(ARCHIVE) as tar:
+        tar.extractall(folder, filter="data")
+    (root,) = folder.iterdir()
+    return root
+
+
+def run(mode: str, root: Path, timeout: int, extra: list[str]) -> float:
+    env = dict(os.environ, HELION_BACKEND="pallas", PYTHONPATH=str(root))
+    env.pop("HELION_PALLAS_INTERPRET", None)
+    if mode == "interpret":
+        env["HELION_PALLAS_INTERPRET"] = "1"
+    REPORT.mkdir(parents=True, exist_ok=True)
+    xml = REPORT / f"{mode}.xml"
+    xml.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "pytest", "test/test_pallas.py", "-q", "-p", "no:cacheprovider",
+           f"--timeout={timeout}", f"--junitxml={xml}", "-o", "junit_family=xunit1", *extra]
+    print(f"[{mode}] {' '.join(cmd[1:])}", flush=True)
+    start = time.monotonic()
+    with open(REPORT / f"{mode}.log", "w") as log:
+        subprocess.run(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return time.monotonic() - start
+
+
+def outcomes(xml: Path) -> dict[str, tuple[str, str]]:
+    """{test id: (outcome, first line of its message)}."""
+    found = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        test = f"{case.get('classname')}::{case.get('name')}"
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome, message = ("failed" if child.tag == "failure" else "error"), child.get("message", "")
+            elif child.tag == "skipped":
+                xfail = (child.get("type") or "") == "pytest.xfail"
+                outcome, message = ("xfailed" if xfail else "skipped"), child.get("message", "")
+        found[test] = (outcome, message.strip().splitlines()[0] if message.strip() else "")
+    return found
+
+
+def rate(results) -> tuple[dict, float]:
+    counts = defaultdict(int)
+    for outcome, _ in results.values():
+        counts[outcome] += 1
+    ran = counts["passed"] + counts["failed"] + counts["error"]
+    return counts, (counts["passed"] / ran if ran else 0.0)
+
+
+def error_class(message: str) -> str:
+    """A failure's message with its particulars (numbers, quoted names,
+    shapes) masked, so that failures of one cause group together."""
+    m = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", message)
+    m = re.sub(r"\d+", "N", m)
+    return m[:160]
+
+
+def summary(fresh: set[str]):
+    results = {}
+    for mode in MODES:
+        xml = REPORT / f"{mode}.xml"
+        if not xml.is_file():
+            continue
+        results[mode] = outcomes(xml)
+        counts, r = rate(results[mode])
+        when = "" if mode in fresh else f" (earlier run, {time.ctime(xml.stat().st_mtime)})"
+        print(f"{mode:>9}: pass rate {r:6.1%}  passed {counts['passed']}, failed {counts['failed']}, "
+              f"errors {counts['error']}, skipped {counts['skipped']}, xfailed {counts['xfailed']} "
+              f"of {len(results[mode])}{when}")
+    if len(results) == 2:
+        rt, ri = rate(results["tpu"])[1], rate(results["interpret"])[1]
+        print(f"tpu pass rate / interpret pass rate = {rt / ri if ri else 0.0:.1%}")
+        print_differences(results["tpu"], results["interpret"])
+
+
+def print_differences(tpu, interpret):
+    groups = defaultdict(list)
+    for test, (outcome, message) in sorted(tpu.items()):
+        if outcome in ("failed", "error") and interpret.get(test, ("",))[0] == "passed":
+            groups[error_class(message)].append(test)
+    print(f"\npassed in interpret mode, not on tpu: {sum(map(len, groups.values()))}")
+    for cls, tests in sorted(groups.items(), key=lambda g: -len(g[1])):
+        print(f"  {len(tests):3d}  {cls}")
+        for t in tests:
+            print(f"         {t.split('::', 1)[1]}")
+    both = sorted(t for t, (o, _) in tpu.items()
+                  if o in ("failed", "error") and interpret.get(t, ("",))[0] in ("failed", "error"))
+    print(f"\nfailed in both modes: {len(both)}")
+    for t in both:
+        print(f"         {t.split('::', 1)[1]}  [{tpu[t][1][:120]}]")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--timeout", type=int, default=120, help="seconds per test (pytest-timeout)")
+    p.add_argument("--summary-only", action="store_true", help="read the last results, run nothing")
+    p.add_argument("pytest_args", nargs="*", help="passed on to pytest (e.g. -k softmax)")
+    args = p.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        p.error(f"unknown mode(s) {sorted(unknown)}; the modes are {', '.join(MODES)}")
+    fresh = set()
+    if not args.summary_only:
+        with tempfile.TemporaryDirectory(prefix="helion-src-") as tmp:
+            root = unpack(Path(tmp))
+            for mode in modes:
+                seconds = run(mode, root, args.timeout, args.pytest_args)
+                fresh.add(mode)
+                print(f"[{mode}] {seconds / 60:.1f} min", flush=True)
+    summary(fresh)
+
+
+if __name__ == "__main__":
+    main()
