@@ -3,7 +3,7 @@
 PYTHON ?= python3
 BUILD_LOCK = /tmp/torch_tpu_build.lock
 
-.PHONY: install deps build test test-cpp test-py vllm-env test-vllm test-vllm-fast test-dist4 test-faults test-faults-full test-docs demo bench clean titan-env titan-debug
+.PHONY: install deps build test test-cpp test-py vllm-env test-vllm test-vllm-fast helion-env test-helion test-helion-fast test-dist4 test-faults test-faults-full test-docs demo bench clean titan-env titan-debug
 
 deps:
 	bash scripts/install_deps.sh
@@ -27,6 +27,7 @@ test: install
 	$(MAKE) test-cpp
 	$(MAKE) test-py
 	$(MAKE) test-vllm-fast
+	$(MAKE) test-helion-fast
 
 # vLLM on tpu (python/torch_tpu/integrations/vllm): vLLM lives in its own venv,
 # .venv-vllm (scripts/install_vllm.sh says why); its tests are tests_vllm/, run
@@ -41,6 +42,21 @@ test-vllm-fast: vllm-env
 
 test-vllm: vllm-env
 	$(VLLM_PYTHON) -m pytest -q tests_vllm
+
+# Helion on tpu (torch_tpu._internal, docs/custom_kernels.md): Helion 1.5.1 in
+# its own venv, .venv-helion (scripts/install_helion.sh); its tests are
+# tests_helion/, run with that venv's python. -fast is the CI slice (Helion's
+# examples on tpu against the CPU, the launcher contract); test-helion runs
+# Helion's own Pallas suite on tpu and in interpret mode and prints both pass rates.
+HELION_PYTHON = .venv-helion/bin/python
+helion-env: build
+	PYTHON=$(PYTHON) bash scripts/install_helion.sh
+
+test-helion-fast: helion-env
+	$(HELION_PYTHON) -m pytest -q tests_helion
+
+test-helion: helion-env
+	$(HELION_PYTHON) tests_helion/run_pallas_suite.py
 
 # tpu_dist with 4 processes (the default suite runs 2).
 test-dist4: build
