@@ -200,6 +200,10 @@ Value cast(hlo::Builder& b, Value v, ElementType t) {
 Value is_nan(hlo::Builder& b, Value x) { return b.compare(x, x, hlo::Compare::NE); }
 Value is_inf(hlo::Builder& b, Value x) { return b.compare(b.abs(x), splat(b, INFINITY, x), hlo::Compare::EQ); }
 
+Value keep_rows(hlo::Builder& b, Value keep, Value x) {
+  return b.select(b.broadcast_in_dim(keep, x.shape(), {0}), x, b.zeros(x.dtype(), x.shape()));
+}
+
 namespace {
 Value nan_propagating(hlo::Builder& b, Value x, Value y, Value m) {
   if (!hlo::is_float(x.dtype())) return m;

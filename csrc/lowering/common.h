@@ -80,6 +80,12 @@ Value is_inf(hlo::Builder& b, Value x);  // either infinity
 Value nan_max(hlo::Builder& b, Value x, Value y);
 Value nan_min(hlo::Builder& b, Value x, Value y);
 
+// x where keep holds, else zero; keep ([n], bool) runs along x's first
+// dimension. How a lowering skips the positions PyTorch skips (padding_idx,
+// positions outside every bag): a product with a 0/1 mask would let a NaN or
+// inf there through (0 * inf = NaN), where PyTorch never reads the value.
+Value keep_rows(hlo::Builder& b, Value keep, Value x);
+
 // ---- Math shared by the elementwise files and activation.cpp (defined in
 // elementwise.cpp; candidates to move into common.cpp).
 

@@ -106,6 +106,14 @@ Value not_padding(Builder& b, Value idx, int64_t padding_idx) {
   return b.compare(idx, b.full(double(padding_idx), E::I64, {n}), Compare::NE);
 }
 
+// The positions whose rows a bag's gradient reaches: not padding, and in one
+// of the `bags` bags (with include_last_offset, the positions from the last
+// offset on belong to none; the CPU leaves their gradient uninitialized).
+Value in_a_bag(Builder& b, Value idx, Value bag, int64_t bags, int64_t padding_idx) {
+  int64_t n = idx.shape()[0];
+  return b.and_(not_padding(b, idx, padding_idx), b.compare(bag, b.full(double(bags), E::I64, {n}), Compare::LT));
+}
+
 Value per_row(Builder& b, Value v, const Shape& shape) { return b.broadcast_in_dim(v, shape, {0}); }
 
 std::vector<Value> embedding_bag(Context& ctx, const Args& a, bool forward_only) {
@@ -178,14 +186,14 @@ std::vector<Value> embedding_bag(Context& ctx, const Args& a, bool forward_only)
     out = b.select(ne, mx, b.zeros(acc, out_shape));
     max_idx = b.select(ne, which, b.zeros(E::I64, out_shape));
   } else {
-    Value scale = keep;
+    Value summed = keep;
     if (incl && fast && m > 0) {
       Value last = b.broadcast_in_dim(b.reshape(b.slice(offs, {m - 1}, {m}, {1}), {}), {n}, {});
-      scale = b.and_(scale, b.compare(b.iota(hlo::TensorType{E::I64, {n}}, 0), last, Compare::LT));
+      summed = b.and_(summed, b.compare(b.iota(hlo::TensorType{E::I64, {n}}, 0), last, Compare::LT));
     }
-    Value s = b.convert(scale, acc);
-    if (psw) s = b.mul(s, b.reshape(cast(b, *psw, acc), {n}));
-    Value contrib = b.mul(rows, per_row(b, s, rows_shape));
+    Value contrib = rows;
+    if (psw) contrib = b.mul(contrib, per_row(b, b.reshape(cast(b, *psw, acc), {n}), rows_shape));
+    contrib = keep_rows(b, summed, contrib);
     out = add_at(b, b.zeros(acc, out_shape), bag, contrib);
     if (mode == kMean) {
       Value denom = b.convert(b.max(counts, b.full(1, E::I64, {bags})), acc);
@@ -242,8 +250,8 @@ Value dense_backward(Builder& b, Value grad, Value idx, Value bag, Value bag_siz
                         });
     return cast(b, r, gt);
   }
-  Value scale = b.convert(not_padding(b, idx, padding_idx), acc);
-  if (psw) scale = b.mul(scale, b.reshape(cast(b, *psw, acc), {n}));
+  Value scale = b.full(1, acc, {n});
+  if (psw) scale = b.reshape(cast(b, *psw, acc), {n});
   if (by_freq) {
     Value counts = add_at(b, b.zeros(acc, {num_weights}), idx, b.full(1, acc, {n}));
     scale = b.div(scale, b.max(take_rows(b, counts, idx), b.full(1, acc, {n})));
@@ -256,6 +264,7 @@ Value dense_backward(Builder& b, Value grad, Value idx, Value bag, Value bag_siz
   }
   Shape rows_shape = {n, dim};
   Value rows = b.mul(take_rows(b, g, bag), per_row(b, scale, rows_shape));
+  rows = keep_rows(b, in_a_bag(b, idx, bag, bags, padding_idx), rows);
   return cast(b, add_at(b, b.zeros(acc, w_shape), idx, rows), gt);
 }
 
@@ -298,7 +307,7 @@ std::vector<Value> lower_embedding_bag_psw_backward(Context& ctx, const Args& a)
   E acc = opmath(grad.dtype());
   Value prod = b.mul(take_rows(b, cast(b, grad, acc), bag), take_rows(b, cast(b, weight, acc), idx));
   Value r = b.reduce_sum(prod, {1});
-  r = b.select(not_padding(b, idx, padding_idx), r, b.zeros(acc, {n}));
+  r = keep_rows(b, in_a_bag(b, idx, bag, grad.shape()[0], padding_idx), r);
   return {cast(b, r, grad.dtype())};
 }
 

@@ -143,7 +143,7 @@ std::vector<Value> lower_embedding_dense_backward(Context& ctx, const Args& a) {
   Value flat_idx = b.reshape(idx, {n});
   Value keep = b.compare(flat_idx, b.broadcast_in_dim(b.constant_int(padding_idx, E::I64), {n}, {}),
                          Compare::NE);
-  Value scale = b.convert(keep, acc);
+  rows = keep_rows(b, keep, rows);
   if (by_freq) {
     Value counts = add_rows(b, b.full(1, acc, {n}), idx, num);
     Builder::GatherDims g;
@@ -151,9 +151,8 @@ std::vector<Value> lower_embedding_dense_backward(Context& ctx, const Args& a) {
     g.start_index_map = {0};
     g.index_vector_dim = 1;
     Value per = gather_or_empty(b, counts, idx, g, {1}, {n});
-    scale = b.div(scale, per);
+    rows = b.div(rows, b.broadcast_in_dim(per, {n, width}, {0}));
   }
-  rows = b.mul(rows, b.broadcast_in_dim(scale, {n, width}, {0}));
   return {cast(b, add_rows(b, rows, idx, num), grad.dtype())};
 }
 

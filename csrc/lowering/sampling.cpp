@@ -267,8 +267,9 @@ std::pair<Value, Value> pad_coordinate(Builder& b, Value x, Value grad, int64_t 
 // K = 2 or 3 spatial dimensions), its nearest point, or a bicubic tap.
 struct Corner {
   Value index;           // (P, 1) i64 row of the flattened (N*spatial, C) input
-  Value weight;          // (N, *out) weight times in-bounds mask
-  Value valid;           // (N, *out) f
+  Value weight;          // (N, *out) weight where in bounds, else 0
+  Value valid;           // (N, *out) bool: in bounds. An out-of-bounds tap (zeros padding) is
+                         // skipped, as the CPU skips it: its clamped row may hold inf or NaN
   std::vector<Value> d;  // d(weight)/d(coordinate k) (bilinear, bicubic)
 };
 
@@ -314,8 +315,7 @@ Sampler make_sampler(Builder& b, const Shape& in_shape, Value grid, int interp, 
       idx = b.add(idx, b.mul(ik, b.full(double(stride), E::I64, s.at)));
       stride *= s.size[k];
     }
-    Value vf = b.convert(valid, f);
-    s.corners.push_back({b.reshape(idx, {s.points, 1}), b.mul(wgt, vf), vf, std::move(d)});
+    s.corners.push_back({b.reshape(idx, {s.points, 1}), b.select(valid, wgt, splat(b, 0, wgt)), valid, std::move(d)});
   };
   if (interp == kBicubic) {
     // Taps x0 - 1 .. x0 + 2 around x0 = floor(x), weighted by the cubic
@@ -461,7 +461,7 @@ Values lower_grid_sampler(Context& ctx, const Args& a) {
   Value out = b.zeros(acc, {k, s.c});
   for (const Corner& c : s.corners) {
     Value wv = b.broadcast_in_dim(b.reshape(c.weight, {k}), {k, s.c}, {0});
-    out = b.add(out, b.mul(gather_rows(b, flat, c.index), wv));
+    out = b.add(out, keep_rows(b, b.reshape(c.valid, {k}), b.mul(gather_rows(b, flat, c.index), wv)));
   }
   return {cast(b, unrows(b, out, s.at), t)};
 }
@@ -483,10 +483,10 @@ Values lower_grid_sampler_backward(Context& ctx, const Args& a) {
   std::vector<Value> gc(Spatial, b.zeros(acc, {k}));
   for (const Corner& c : s.corners) {
     Value wv = b.broadcast_in_dim(b.reshape(c.weight, {k}), {k, s.c}, {0});
-    gin = b.add(gin, scatter_rows(b, b.mul(g, wv), c.index, rows));
+    Value inside = b.reshape(c.valid, {k});
+    gin = b.add(gin, scatter_rows(b, keep_rows(b, inside, b.mul(g, wv)), c.index, rows));
     if (interp != kNearest) {
-      Value vg = b.reduce_sum(b.mul(gather_rows(b, flat, c.index), g), {1});  // (k)
-      vg = b.mul(vg, b.reshape(c.valid, {k}));
+      Value vg = keep_rows(b, inside, b.reduce_sum(b.mul(gather_rows(b, flat, c.index), g), {1}));  // (k)
       for (int64_t j = 0; j < Spatial; ++j) gc[j] = b.add(gc[j], b.mul(vg, b.reshape(c.d[j], {k})));
     }
   }
