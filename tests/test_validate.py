@@ -166,6 +166,34 @@ def test_differences_follow_the_tolerance_table():
     assert not compare.differences({"a": torch.zeros(3)}, expected, set())["ok"]
 
 
+def test_differences_compare_nan_patterns_and_infinities():
+    cpu = {"w": torch.tensor([0.0, 1.0, float("inf"), float("nan")])}
+    # The same infinity and NaN as the CPU's: equal.
+    assert compare.differences({"w": cpu["w"].clone()}, cpu, set())["ok"]
+    # NaN where the CPU has a value (a padding row's gradient), and a value
+    # where the CPU has NaN: each named, whatever the tolerance.
+    silent = {"w": torch.tensor([float("nan"), 1.0, float("inf"), 5.0])}
+    d = compare.differences(silent, cpu, {"aten::mm"})
+    assert not d["ok"]
+    assert d["nan"] == ["w: 1 NaN where the CPU has a value, 1 values where the CPU has NaN"]
+    assert d["worst"] == d["nan"][0]
+    assert not compare.differences({"w": torch.tensor([0.0, 1.0, -float("inf"), float("nan")])}, cpu, set())["ok"]
+
+
+def test_inputs_are_padded_where_the_model_has_a_pad_token():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, pad_token_id=3)
+    inputs = models.make_inputs(LlamaForCausalLM(config), config)
+    ids, mask, labels = inputs["input_ids"], inputs["attention_mask"], inputs["labels"]
+    n = ids.shape[1] // 4
+    assert ids[0, -n:].eq(3).all() and ids[1, :n].eq(3).all()      # right- and left-padded rows
+    assert mask[0, -n:].eq(0).all() and mask[1, :n].eq(0).all() and mask.sum() == ids.numel() - 2 * n
+    assert labels[mask == 0].eq(-100).all() and labels[mask == 1].equal(ids[mask == 1])
+    config.pad_token_id = None
+    assert "attention_mask" not in models.make_inputs(LlamaForCausalLM(config), config)
+
+
 def test_missing_ops_are_read_from_the_backends_error():
     with pytest.raises(NotImplementedError) as info:
         torch.linalg.eig(torch.eye(3).to("tpu"))

@@ -44,23 +44,39 @@ def float_tensors(value, prefix="out"):
     return found
 
 
+def nan_pattern(a, e):
+    """How a's NaN positions differ from e's (None where they agree): NaN
+    where the CPU has a value is the silent kind of wrong (a padding row's
+    gradient), which no tolerance and no float64 judge may pass."""
+    extra = int((torch.isnan(a) & ~torch.isnan(e)).sum())
+    lost = int((~torch.isnan(a) & torch.isnan(e)).sum())
+    if not extra and not lost:
+        return None
+    return f"{extra} NaN where the CPU has a value, {lost} values where the CPU has NaN"
+
+
 def differences(actual, expected, ops):
     """Max abs and rel error over pairs of tensors, and whether every pair is
     within the table's (rtol, atol) as assert_close judges it (`failed`: the
-    names of those that are not); NaN where the CPU has NaN is equal."""
+    names of those that are not); NaN where the CPU has NaN is equal, and so
+    is an infinity where the CPU has the same one. `nan`: the tensors whose
+    NaN positions differ from the CPU's, each with how."""
     max_abs = max_rel = 0.0
-    failed = []
+    failed, nan = [], []
     worst = None
     for name, e in expected.items():
         a = actual.get(name)
         if a is None or a.shape != e.shape:
-            return {"max_abs": None, "max_rel": None, "ok": False, "failed": [name],
+            return {"max_abs": None, "max_rel": None, "ok": False, "failed": [name], "nan": [],
                     "worst": f"{name}: missing or shape {None if a is None else tuple(a.shape)} "
                              f"!= {tuple(e.shape)}"}
         rtol, atol = tolerance(e.dtype, ops)
         a, e = a.detach().double(), e.detach().double()
-        both_nan = torch.isnan(a) & torch.isnan(e)
-        err = torch.where(both_nan, torch.zeros_like(a), (a - e).abs())
+        pattern = nan_pattern(a, e)
+        if pattern:
+            nan.append(f"{name}: {pattern}")
+        same = (a == e) | (torch.isnan(a) & torch.isnan(e))
+        err = torch.where(same, torch.zeros_like(a), (a - e).abs())
         err = torch.nan_to_num(err, nan=float("inf"))
         if err.numel() == 0:
             continue
@@ -73,7 +89,10 @@ def differences(actual, expected, ops):
         max_rel = max(max_rel, this_rel)
         if not bool((err <= atol + rtol * torch.nan_to_num(e.abs(), nan=0.0)).all()):
             failed.append(name)
-    return {"max_abs": max_abs, "max_rel": max_rel, "ok": not failed, "failed": failed, "worst": worst}
+    if nan:
+        worst = "; ".join(nan)
+    return {"max_abs": max_abs, "max_rel": max_rel, "ok": not failed, "failed": failed, "worst": worst,
+            "nan": nan}
 
 
 def no_worse_than_cpu(actual, expected, reference, slack=2.0, names=None, rtol=None):

@@ -64,6 +64,11 @@ OVERRIDES = {
     "encodec": {"codebook_dim": 32, "num_filters": 4},
     # Its default has no vocabulary nor pad and mask ids (ESM-2's tokenizer sets them).
     "esm": {"mask_token_id": 32, "pad_token_id": 1, "vocab_size": 128},
+    # Its default shares the key/value caches of its last 15 layers (of 35),
+    # which needs both attention types among the layers before them: the
+    # shape of transformers' own tester (4 layers, the last 2 sharing).
+    "gemma3n_text": {"layer_types": ["full_attention", "sliding_attention"] * 2, "num_hidden_layers": 4,
+                     "num_kv_shared_layers": 2},
     # Its patch embedding is four stride-2 convolutions whatever patch_size
     # says, and its attention biases are sized by image_size // patch_size:
     # the two agree only at a patch of 16. 64 pixels give 4, 2, 1 per side;
@@ -315,6 +320,29 @@ def _two_towers(config):
             not any(getattr(config, f, None) is not None for f in IMAGE_TOKENS))
 
 
+def _pad(config, inputs, accepts):
+    """Pads the text of a model that has a pad token, as a collator would: the
+    first row on the right, the second on the left, a quarter of each, with
+    the attention mask that says so (where forward takes one) and -100 labels
+    there. Padded positions are where PyTorch skips values (padding_idx,
+    ignore_index, masked keys), and where a lowering that multiplies by a zero
+    mask instead lets a NaN or inf through: those runs are compared too."""
+    pad = getattr(_text(config), "pad_token_id", None)
+    vocab = getattr(_text(config), "vocab_size", None) or 128
+    ids = inputs.get("input_ids")
+    if not isinstance(pad, int) or not 0 <= pad < vocab or ids is None or ids.shape[0] < 2:
+        return
+    n = ids.shape[1] // 4
+    padded = torch.zeros_like(ids, dtype=torch.bool)
+    padded[0, -n:] = True
+    padded[1, :n] = True
+    ids[padded] = pad
+    if "attention_mask" in accepts:
+        inputs["attention_mask"] = (~padded).long()
+    if "labels" in inputs:
+        inputs["labels"] = ids.masked_fill(padded, -100)
+
+
 def make_inputs(model, config):
     """Inputs for model's main input (seeded by the caller), plus the other
     inputs it requires or, for two towers, reads; labels when the head
@@ -336,6 +364,8 @@ def make_inputs(model, config):
     name = type(model).__name__
     if main == "input_ids" and ("ForCausalLM" in name or "ForMaskedLM" in name or "LMHead" in name):
         inputs["labels"] = inputs["input_ids"].clone()
+    if main == "input_ids":
+        _pad(config, inputs, inspect.signature(model.forward).parameters)
     return inputs
 
 

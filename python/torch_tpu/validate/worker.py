@@ -176,7 +176,7 @@ def _tpu_run(pristine, inputs, mode, cpu_out, cpu_grads, ops, float64, rng):
     out = compare.differences(tpu_out, cpu_out, ops)
     grad = compare.differences(tpu_grads, cpu_grads, ops)
     ok = out["ok"] and grad["ok"]
-    if not ok:
+    if not ok and not out["nan"] and not grad["nan"]:
         # Beyond the table: the CPU's float32 is not the truth either. Ask a
         # float64 run whether tpu is as close to it as the CPU is, for the
         # tensors past the table.
