@@ -27,11 +27,16 @@ def models(tmp_path_factory):
     return lambda arch: tiny_models.build(arch, root)
 
 
-def run_llm(model, prompts, sampling, timeout=600, **spec):
-    """vLLM's tokens (and metrics) for token-id prompts, from a fresh process."""
+# vLLM's own CPU backend in the same venv: the plugin disabled.
+VLLM_CPU = {"VLLM_PLUGINS": ""}
+
+
+def run_llm(model, prompts, sampling, timeout=600, env=None, **spec):
+    """vLLM's tokens (and metrics) for token-id prompts, from a fresh process
+    (`env` adds to its environment: VLLM_CPU runs vllm-cpu instead)."""
     llm = {**BASE_LLM, **spec.pop("llm", {})}
     spec = {"model": model, "llm": llm, "prompts": prompts, "sampling": sampling, **spec}
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", **(env or {})}
     r = subprocess.run([sys.executable, os.path.join(HERE, "run_llm.py"), json.dumps(spec)],
                        capture_output=True, text=True, timeout=timeout, env=env)
     if r.returncode != 0:

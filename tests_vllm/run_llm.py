@@ -4,7 +4,8 @@ expects) and prints the generated token ids as JSON on the last line.
 usage: python run_llm.py SPEC_JSON  where SPEC has: model (folder), llm (LLM kwargs),
 prompts (lists of token ids), sampling (SamplingParams kwargs), and optionally
 "waves": submit the prompts in that many groups, each while earlier ones decode;
-"as_embeddings": give the prompts as their embeddings.
+"as_embeddings": give the prompts as their embeddings; "structured": the
+StructuredOutputsParams kwargs (json, regex, choice...) of every request.
 """
 import json
 import os
@@ -29,7 +30,11 @@ def main(spec):
     from vllm.inputs import TokensPrompt
 
     llm = LLM(model=spec["model"], disable_log_stats=False, **spec["llm"])
-    params = SamplingParams(**spec["sampling"])
+    sampling = dict(spec["sampling"])
+    if spec.get("structured"):
+        from vllm.sampling_params import StructuredOutputsParams
+        sampling["structured_outputs"] = StructuredOutputsParams(**spec["structured"])
+    params = SamplingParams(**sampling)
     if spec.get("as_embeddings"):
         # The prompts given as their embeddings (HF's embedding layer of the
         # same weights), for an LLM made with enable_prompt_embeds.
@@ -75,7 +80,11 @@ def main(spec):
     m = torch_tpu.metrics()
     counters = {c.name: c.value for c in llm.get_metrics() if hasattr(c, "value")}
     print(json.dumps({"preempted": counters.get("vllm:num_preemptions", 0),
-                      "prefix_cache_hits": counters.get("vllm:prefix_cache_hits", 0), "tokens": tokens, "extra": extra, "seconds": elapsed,
+                      "prefix_cache_hits": counters.get("vllm:prefix_cache_hits", 0),
+                      "spec_decode": {"drafts": counters.get("vllm:spec_decode_num_drafts", 0),
+                                      "draft_tokens": counters.get("vllm:spec_decode_num_draft_tokens", 0),
+                                      "accepted": counters.get("vllm:spec_decode_num_accepted_tokens", 0)},
+                      "tokens": tokens, "extra": extra, "seconds": elapsed,
                       "graphs_compiled": m["graphs_compiled"], "cache_misses": m["cache_misses"],
                       "donated": m["donated_buffers"],
                       "async_scheduling": llm.llm_engine.vllm_config.scheduler_config.async_scheduling}))

@@ -211,7 +211,11 @@ class TpuModelRunner(CPUModelRunner):
         t_pad = input_ids.shape[0]
         indices, self._logits_indices = self._logits_indices, None
         if indices is None:
-            indices = self._placeholder_logits_indices(t_pad)
+            # The program's logits are what compute_logits returns, whatever
+            # rows vLLM gathered: without the step's own rows they would be
+            # another step's (as speculative decoding once got, silently).
+            raise RuntimeError("vLLM on tpu: a step reached the device without its sampled rows "
+                               "(_prepare_inputs did not run for it)")
         host = [input_ids, positions, self._fresh_block_ids(t_pad), indices]
         metas = {id(m): m for m in get_forward_context().attn_metadata.values()}.values()
         caches = {id(kv): kv for kv in self.kv_caches}.values()
@@ -237,27 +241,37 @@ class TpuModelRunner(CPUModelRunner):
 
     def _max_step_seqs(self, t_pad: int) -> int:
         # Every sequence has a token in the step, so a step of this token
-        # bucket has at most min(T, max_num_seqs) sequences: its sampled rows,
-        # and its partly filled blocks.
+        # bucket has at most min(T, max_num_seqs) sequences, and as many
+        # partly filled blocks.
         return min(t_pad, self.scheduler_config.max_num_seqs)
+
+    def _max_sampled_rows(self, t_pad: int) -> int:
+        # A sequence samples its last token's row and, with speculative
+        # decoding, the row of each draft token it verifies (vLLM's
+        # spec-decode logits_indices): at most 1 + num_speculative_tokens
+        # rows a sequence, each a token of the step.
+        return min(t_pad, self.scheduler_config.max_num_seqs * (1 + self.num_spec_tokens))
 
     def _placeholder_logits_indices(self, t_pad: int) -> torch.Tensor:
         """Sampled rows for a step vLLM did not prepare (the warm-up's): row 0, padded."""
-        return self._padded_logits_indices(torch.zeros(1, dtype=self.query_start_loc.gpu.dtype), t_pad)
+        return self._padded_logits_indices(torch.zeros(1, dtype=torch.long), t_pad)
 
     def _padded_logits_indices(self, indices: torch.Tensor, t_pad: int) -> torch.Tensor:
-        padded = torch.zeros(self._max_step_seqs(t_pad), dtype=indices.dtype)
+        # One dtype whatever vLLM's (int32 plain, int64 with speculative
+        # decoding): the dtype is part of the step program's signature.
+        padded = torch.zeros(self._max_sampled_rows(t_pad), dtype=torch.long)
         padded[: len(indices)] = indices
         return padded
 
     def _prepare_inputs(self, scheduler_output, *args, **kwargs):
         # The hidden states of the sampled tokens are gathered on the device,
         # inside the step's program: their count is padded so that it does
-        # not add a size to the program, and trimmed again on the host.
+        # not add a size to the program, and trimmed again on the host. With
+        # speculative decoding the rejection sampler indexes the trimmed
+        # rows through spec_decode_metadata, whose indices are into vLLM's
+        # unpadded logits_indices: padding after them changes none.
         logits_indices, spec_decode_metadata, *rest = super()._prepare_inputs(
             scheduler_output, *args, **kwargs)
-        if spec_decode_metadata is not None:   # not tried: its indices stay as vLLM made them
-            return (logits_indices, spec_decode_metadata, *rest)
         t_pad = token_bucket(scheduler_output.total_num_scheduled_tokens, self.max_num_tokens)
         self._sampled_rows = len(logits_indices)
         self._logits_indices = self._padded_logits_indices(logits_indices, t_pad)
@@ -360,6 +374,7 @@ class TpuModelRunner(CPUModelRunner):
                     slot_mapping[name] = torch.zeros(t_pad, dtype=torch.long)
         with torch_tpu.eager_mode("defer_and_fuse"):
             self._sampled_rows = None
+            self._logits_indices = self._placeholder_logits_indices(t_pad)
             with set_forward_context(attn, self.vllm_config, num_tokens=t_pad,
                                      slot_mapping=slot_mapping):
                 hidden = self._model_forward(input_ids=self.input_ids.gpu[:t_pad],

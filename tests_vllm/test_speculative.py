@@ -1,0 +1,40 @@
+"""Speculative decoding on tpu: with n-gram drafts (prompt lookup) greedy
+tokens equal plain greedy decoding's (HF generate() on the CPU), with drafts
+proposed and some of them accepted (so the verification path ran: several
+sampled rows a sequence, the rejection sampler, bonus tokens). Methods not
+tried are refused at start (test_refusals.py)."""
+import pytest
+
+import tiny_models
+from conftest import VOCAB, greedy, run_llm
+
+NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3}
+
+
+def _prompts(n, seed):
+    # Each prompt repeats a stretch of itself, so the n-gram lookup finds
+    # matches in the prompt as well as in the model's output.
+    return [p + p[: len(p) // 2] for p in tiny_models.prompts(n, 4, 24, VOCAB, seed=seed)]
+
+
+def check(folder, prompts, new_tokens, **spec):
+    expected = tiny_models.hf_greedy(folder, prompts, new_tokens)
+    got = run_llm(folder, prompts, greedy(new_tokens), llm={"speculative_config": NGRAM, **spec.pop("llm", {})},
+                  **spec)
+    bad = [i for i, (a, b) in enumerate(zip(got["tokens"], expected)) if a != b]
+    assert not bad, f"prompts {bad} differ: {[(got['tokens'][i], expected[i]) for i in bad]}"
+    drafted = got["spec_decode"]
+    assert drafted["draft_tokens"] > 0 and 0 < drafted["accepted"] < drafted["draft_tokens"], drafted
+    return got
+
+
+def test_ngram_equals_greedy(models):
+    got = check(models("llama"), _prompts(4, seed=3), 16)
+    # The warm-up's programs cover a step's sampled rows with drafts too.
+    assert got["cache_misses"] == 0
+
+
+@pytest.mark.slow
+def test_ngram_with_requests_joining(models):
+    # Continuous batching: requests join while others verify drafts.
+    check(models("qwen3"), _prompts(12, seed=4), 20, waves=3)
