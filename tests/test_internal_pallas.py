@@ -147,6 +147,27 @@ def test_pl_kernel_needs_the_mpmd_map_rule(monkeypatch):
         _module_text(mul_by_pl_kernel, (8, 128), (8, 128))
 
 
+def test_emit_pipeline_is_traced_for_the_chip_without_a_jax_client():
+    """Pallas' TPU pipeline asks JAX for the device kind while it traces; our
+    lowering answers with the chip it traces for (TPU7x off TPU) before JAX
+    would create a client of its own to answer."""
+    from jax._src import xla_bridge
+
+    def pipelined_add(x, y):
+        def body(x_hbm, y_hbm, o_hbm):
+            spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+            pltpu.emit_pipeline(add_kernel, grid=(x.shape[0] // 8,), in_specs=[spec, spec],
+                                out_specs=[spec])(x_hbm, y_hbm, o_hbm)
+
+        mesh = pltpu.create_tensorcore_mesh("core", num_cores=1)
+        return pl.kernel(body, jax.ShapeDtypeStruct(x.shape, x.dtype), mesh=mesh)(x, y)
+
+    call = tpu_pallas.JaxCallable(name="t_pipe", jit_fn=jax.jit(pipelined_add), trace_key="t_pipe")
+    x, y = torch.randn(32, 128), torch.randn(32, 128)
+    torch.testing.assert_close(call(x.to("tpu"), y.to("tpu")).cpu(), x + y, rtol=0, atol=0)
+    assert xla_bridge._backends == {}
+
+
 # ---------------------------------------------------------------- tpu_torch_pallas
 
 def test_serialized_module_registers_and_runs():
@@ -251,7 +272,7 @@ def test_tpu_device_name(monkeypatch):
     # Off TPU: the chip Pallas' interpret form models, which JAX's table knows.
     from jax._src.pallas.mosaic import tpu_info
 
-    assert hardware.get_tpu_device_name() == "TPU v7"
+    assert hardware.get_tpu_device_name() == "TPU7x"
     real = torch_tpu.platform()
     monkeypatch.setattr(torch_tpu.info, "platform", lambda: dict(real, platform_name="tpu"))
     kind = torch.tpu.get_device_properties().kind

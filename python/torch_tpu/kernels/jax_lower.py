@@ -79,6 +79,34 @@ def lowering_platform() -> str:
     return "cpu"
 
 
+# The chip that Pallas' TPU code (emit_pipeline's tilings, memory sizes) is
+# traced for where the plugin is no TPU: the one Pallas' interpret mode
+# models by default (JAX's name; TorchTPU and Helion call it "TPU v7").
+INTERPRET_MODEL_KIND = "TPU7x"
+
+
+def pallas_device_kind() -> str:
+    """The TPU device kind that kernels are traced for: the TPU's own, as the
+    plugin reports it, or INTERPRET_MODEL_KIND on other plugins."""
+    if lowering_platform() == "tpu":
+        return torch.tpu.get_device_properties().kind
+    return INTERPRET_MODEL_KIND
+
+
+def _traced_for_the_chip():
+    """Pallas' TPU code asks JAX for the device kind while it traces, and
+    JAX answers from its default device, creating a client for it (on a TPU
+    host, one that takes the chips from ours). An abstract device in scope
+    answers first: the chip the kernel is traced for."""
+    from jax._src import mesh as mesh_lib
+
+    props = torch.tpu.get_device_properties() if lowering_platform() == "tpu" else None
+    cores = int(props.attributes.get("num_cores", 1)) if props is not None else 1
+    device = mesh_lib.AbstractDevice(device_kind=pallas_device_kind(), num_cores=cores,
+                                     platform="tpu")
+    return mesh_lib.use_abstract_mesh(mesh_lib.AbstractMesh((), (), abstract_device=device))
+
+
 def pallas_lowering(platform: str) -> str:
     """How a pallas_call is lowered for a JAX platform: "mosaic" (TPU) or
     "interpret" (plain StableHLO, every other plugin)."""
@@ -254,7 +282,7 @@ def output_types(fn, signature, who: str) -> list:
     """[(torch dtype, shape)] of fn's results, by jax.eval_shape."""
     import jax
 
-    with _traced(who, "tracing the function", signature), _x64(signature):
+    with _traced(who, "tracing the function", signature), _x64(signature), _traced_for_the_chip():
         outs = jax.eval_shape(_flat(fn, who), *abstract_values(signature, who))
     return [(_to_torch(o.dtype, who), tuple(o.shape)) for o in outs]
 
@@ -301,7 +329,7 @@ def lower(fn, signature, who: str, *, check=True, trees=None) -> str:
         params = mlir.LoweringParameters(override_lowering_rules=_interpret_rules(interpreted))
     flat = _flat(fn, who, trees)
     with _traced(who, "tracing the function", signature), _x64(signature), _lowering_lock, \
-            _no_backend_for_optional_questions():
+            _no_backend_for_optional_questions(), _traced_for_the_chip():
         closed = jax.make_jaxpr(flat)(*abstract_values(signature, who))
         for aval in closed.out_avals:
             _to_torch(aval.dtype, who)
