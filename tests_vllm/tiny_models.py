@@ -57,7 +57,10 @@ def _config(arch: str, vocab: int):
         return tf.Gemma2Config(**{**common, "tie_word_embeddings": True}, head_dim=16, sliding_window=8, query_pre_attn_scalar=16,
                                attn_logit_softcapping=50.0, final_logit_softcapping=30.0), \
             tf.Gemma2ForCausalLM
-    raise ValueError(f"unknown tiny architecture {arch!r}; known: llama, qwen3, mistral, gemma2")
+    if arch == "qwen3-moe":
+        return tf.Qwen3MoeConfig(**common, head_dim=16, num_experts=4, num_experts_per_tok=2,
+                                 moe_intermediate_size=64, decoder_sparse_step=1), tf.Qwen3MoeForCausalLM
+    raise ValueError(f"unknown tiny architecture {arch!r}; known: llama, qwen3, qwen3-moe, mistral, gemma2")
 
 
 def build(arch: str, root: str, seed: int = 0) -> str:

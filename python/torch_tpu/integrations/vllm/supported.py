@@ -1,0 +1,120 @@
+"""What vLLM on tpu has been tested with, checked when vLLM's config is made.
+
+Many of vLLM's options change what the model runner does (LoRA, speculative
+decoding, quantization, mixture-of-experts layers, disaggregated prefill...).
+Untried, they fail deep in serving or, worse, run and give wrong tokens (n-gram
+speculative decoding once did). So the platform checks the config at engine
+start (`TpuPlatform.check_and_update_config`) and refuses what tests_vllm/ does
+not cover, one line naming each option. It is an allow-list: every field of
+vLLM's VllmConfig is either reviewed here (`REVIEWED`) or refused when set away
+from its default, so an option a newer vLLM adds is refused until it is tried.
+Quantization methods are vLLM's own allow-list (`TpuPlatform.
+supported_quantization`); the attention backend refuses the attention
+variants it does not cover (platform.get_attn_backend_cls).
+"""
+import dataclasses
+
+# Speculative decoding methods whose tokens equal plain greedy decoding's
+# (tests_vllm/test_speculative.py).
+SPECULATIVE_METHODS = ("ngram",)
+
+# VllmConfig's fields as of vLLM 0.32, each checked below or harmless to the
+# runner (front-end, logging, scheduling policy, the configs the platform
+# rewrites itself).
+REVIEWED = frozenset({
+    "additional_config", "attention_config", "aux_output_config", "cache_config",
+    "compilation_config", "device_config", "diffusion_config", "ec_manager_config",
+    "ec_transfer_config", "engram_config", "instance_id", "kernel_config", "kv_events_config",
+    "kv_transfer_config", "load_config", "logging_config", "lora_config", "mamba_config",
+    "model_config", "observability_config", "offload_config", "optimization_level",
+    "parallel_config", "performance_mode", "profiler_config", "quant_config", "reasoning_config",
+    "scheduler_config", "shutdown_timeout", "speculative_config", "structured_outputs_config",
+    "watermark_config", "weight_transfer_config",
+})
+
+# Optional configs that, when present, put a feature in the runner's path.
+_ABSENT = (
+    ("diffusion_config", "diffusion language models"),
+    ("ec_transfer_config", "encoder cache transfer (ec_transfer_config)"),
+    ("engram_config", "Engram n-gram embeddings"),
+    ("kv_transfer_config", "KV cache transfer / disaggregated prefill (kv_transfer_config)"),
+    ("lora_config", "LoRA adapters (enable_lora)"),
+    ("watermark_config", "watermarking (watermark_config)"),
+    ("weight_transfer_config", "weight transfer (weight_transfer_config)"),
+)
+
+
+def _model_features(model):
+    return (
+        ("mixture-of-experts layers (vLLM's FusedMoE)", model.is_moe),
+        ("multimodal models", model.is_multimodal_model),
+        ("encoder-decoder models", model.is_encoder_decoder),
+        ("hybrid and attention-free models (Mamba layers)", model.is_hybrid or model.is_attention_free),
+        (f"runner {model.runner_type!r} (only 'generate')", model.runner_type != "generate"),
+        (f"model implementation {model.model_impl!r} (only vLLM's own)",
+         str(getattr(model.model_impl, "value", model.model_impl)) not in ("auto", "vllm")),
+        ("custom logits processors (logits_processors)", bool(model.logits_processors)),
+        ("sleep mode (enable_sleep_mode)", model.enable_sleep_mode),
+    )
+
+
+def _cache_features(cache):
+    return (
+        ("KV cache offloading (kv_offloading_size)", bool(cache.kv_offloading_size)),
+        ("kv_sharing_fast_prefill", cache.kv_sharing_fast_prefill),
+    )
+
+
+def _parallel_features(parallel):
+    return (
+        (f"data parallelism (data_parallel_size={parallel.data_parallel_size})",
+         parallel.data_parallel_size > 1),
+        ("context parallelism", parallel.decode_context_parallel_size > 1
+         or parallel.prefill_context_parallel_size > 1),
+        ("expert parallelism (enable_expert_parallel)", parallel.enable_expert_parallel),
+        ("expert load balancing (enable_eplb)", parallel.enable_eplb),
+    )
+
+
+def _speculative_features(spec):
+    if spec is None:
+        return ()
+    return ((f"speculative decoding method {spec.method!r} (tested: {', '.join(SPECULATIVE_METHODS)})",
+             spec.method not in SPECULATIVE_METHODS),)
+
+
+def _unreviewed(vllm_config):
+    """VllmConfig fields this file does not know, set away from their defaults."""
+    named = []
+    for f in dataclasses.fields(vllm_config):
+        if f.name in REVIEWED:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = None
+        if getattr(vllm_config, f.name) != default:
+            named.append(f"{f.name} (not tried with vLLM on tpu)")
+    return named
+
+
+def unsupported(vllm_config) -> list[str]:
+    """The options of `vllm_config` that vLLM on tpu has not been tested with."""
+    found = [what for name, what in _ABSENT if getattr(vllm_config, name, None) is not None]
+    features = (_cache_features(vllm_config.cache_config)
+                + _parallel_features(vllm_config.parallel_config)
+                + _speculative_features(vllm_config.speculative_config))
+    if vllm_config.model_config is not None:
+        features = _model_features(vllm_config.model_config) + features
+    found += [what for what, used in features if used]
+    return found + _unreviewed(vllm_config)
+
+
+def check(vllm_config) -> None:
+    """Refuses, in one line, every option of `vllm_config` not tested on tpu."""
+    found = unsupported(vllm_config)
+    if found:
+        raise NotImplementedError(f"vLLM on tpu does not support {'; '.join(found)}: "
+                                  "it has not been tested with the plugin (docs/vllm.md)")
