@@ -81,17 +81,6 @@ const Env& env() {
     if (r.cache_dir.empty()) r.cache_dir = default_cache_dir();
     r.cache_max_bytes = number("TORCH_TPU_CACHE_MAX_BYTES", int64_t{2} << 30);
     r.check_indices = flag("TORCH_TPU_CHECK_INDICES", true);
-    // Read here, refused where the client is created (Runtime::get), so that
-    // a bad value is an error of the first tpu use, naming the variable,
-    // rather than of whatever first reads this table.
-    if (std::string v = get("TORCH_TPU_CPU_DEVICES"); !v.empty()) {
-      if (auto n = positive_count(v)) {
-        r.cpu_devices = *n;
-      } else {
-        r.cpu_devices_error = "TORCH_TPU_CPU_DEVICES must be a whole number of devices, 1 or more (got '" +
-                              v + "')";
-      }
-    }
     r.cpu_fallback = flag("TORCH_TPU_CPU_FALLBACK");
     r.debug_compare_cpu = flag("TORCH_TPU_DEBUG_COMPARE_CPU");
     r.debug_nans = flag("TORCH_TPU_DEBUG_NANS");
@@ -108,13 +97,28 @@ const Env& env() {
     } catch (...) {
     }
     r.launch_blocking = flag("TPU_LAUNCH_BLOCKING");
-    // Refused, as TORCH_TPU_CPU_DEVICES, where the client is created.
+    r.xla_flags = get("XLA_FLAGS");
+    return r;
+  }();
+  return e;
+}
+
+const DeviceEnv& device_env() {
+  static const DeviceEnv e = [] {
+    DeviceEnv r;
+    if (std::string v = get("TORCH_TPU_CPU_DEVICES"); !v.empty()) {
+      if (auto n = positive_count(v)) {
+        r.cpu_devices = *n;
+      } else {
+        r.cpu_devices_error = "TORCH_TPU_CPU_DEVICES must be a whole number of devices, 1 or more (got '" +
+                              v + "')";
+      }
+    }
     if (const char* v = std::getenv("TPU_VISIBLE_CHIPS")) {
       std::vector<int64_t> chips;
       r.visible_chips_error = parse_visible_chips(v, chips);
       if (r.visible_chips_error.empty()) r.visible_chips = std::move(chips);
     }
-    r.xla_flags = get("XLA_FLAGS");
     return r;
   }();
   return e;
@@ -122,6 +126,7 @@ const Env& env() {
 
 std::vector<EnvVarDoc> env_table() {
   const Env& e = env();
+  const DeviceEnv& d = device_env();
   auto b = [](bool v) { return std::string(v ? "1" : "0"); };
   return {
       {"TORCH_TPU_CACHE_DIR", "folder of the persistent executable cache (default ~/.cache/torch_tpu)",
@@ -133,7 +138,7 @@ std::vector<EnvVarDoc> env_table() {
        b(e.check_indices)},
       {"TORCH_TPU_CPU_DEVICES",
        "devices asked of XLA's CPU plugin (default 1, as JAX's CPU backend); ignored on other plugins",
-       e.cpu_devices_error.empty() ? std::to_string(e.cpu_devices) : get("TORCH_TPU_CPU_DEVICES")},
+       d.cpu_devices_error.empty() ? std::to_string(d.cpu_devices) : get("TORCH_TPU_CPU_DEVICES")},
       {"TORCH_TPU_CPU_FALLBACK", "1: ops without a lowering run on the CPU (one warning per op)",
        b(e.cpu_fallback)},
       {"TORCH_TPU_DEBUG_COMPARE_CPU", "1: debug mode also runs each op on the CPU and reports the first that differs",
@@ -155,7 +160,7 @@ std::vector<EnvVarDoc> env_table() {
        b(e.launch_blocking)},
       {"TPU_VISIBLE_CHIPS",
        "the chips this process sees, as tpu:0, tpu:1... (CUDA_VISIBLE_DEVICES for chips; unset: all)",
-       e.visible_chips ? joined(*e.visible_chips) : get("TPU_VISIBLE_CHIPS")},
+       d.visible_chips ? joined(*d.visible_chips) : get("TPU_VISIBLE_CHIPS")},
       {"XLA_FLAGS", "XLA's own flags, read by the plugin's compiler; they key the persistent cache",
        e.xla_flags},
   };

@@ -14,8 +14,6 @@ struct Env {
   std::string cache_dir;            // TORCH_TPU_CACHE_DIR: persistent executable cache
   int64_t cache_max_bytes = 0;      // TORCH_TPU_CACHE_MAX_BYTES: its size bound
   bool check_indices = true;        // TORCH_TPU_CHECK_INDICES=0: strict/defer_and_fuse stop checking indices on the device
-  int64_t cpu_devices = 1;          // TORCH_TPU_CPU_DEVICES: devices asked of XLA's CPU plugin
-  std::string cpu_devices_error;    //   ... why its value is refused ("" when it is not)
   bool cpu_fallback = false;        // TORCH_TPU_CPU_FALLBACK=1: run unsupported ops on the CPU
   bool debug_compare_cpu = false;   // TORCH_TPU_DEBUG_COMPARE_CPU=1: debug mode checks each op on the CPU
   bool debug_nans = false;          // TORCH_TPU_DEBUG_NANS=1: debug mode raises at the first NaN/Inf
@@ -27,14 +25,27 @@ struct Env {
   std::string pjrt_plugin;          // TORCH_TPU_PJRT_PLUGIN: path of the PJRT plugin to load
   double slow_compile_seconds = 0;  // TORCH_TPU_SLOW_COMPILE_SECONDS: when to report a compile burst
   bool launch_blocking = false;     // TPU_LAUNCH_BLOCKING=1: start in debug mode
-  // TPU_VISIBLE_CHIPS: the plugin devices this process sees, in order, as tpu:0, tpu:1...
-  // (CUDA_VISIBLE_DEVICES for chips; runtime/visible_chips.h); unset: all of them.
-  std::optional<std::vector<int64_t>> visible_chips;
-  std::string visible_chips_error;  //   ... why its value is refused ("" when it is not)
   std::string xla_flags;            // XLA_FLAGS: read by the plugin's XLA; part of cache keys
 };
 
 const Env& env();
+
+// The variables that choose the devices, read apart from the others: when the
+// runtime creates its client (the first use of tpu), as CUDA reads
+// CUDA_VISIBLE_DEVICES, not when this library loads (env() is read then), since
+// a launcher such as Ray sets them in a worker that may have imported torch,
+// and so loaded torch_tpu, already. Bad values are refused there too, naming
+// the variable.
+struct DeviceEnv {
+  int64_t cpu_devices = 1;          // TORCH_TPU_CPU_DEVICES: devices asked of XLA's CPU plugin
+  std::string cpu_devices_error;    //   ... why its value is refused ("" when it is not)
+  // TPU_VISIBLE_CHIPS: the plugin devices this process sees, in order, as tpu:0, tpu:1...
+  // (CUDA_VISIBLE_DEVICES for chips; runtime/visible_chips.h); unset: all of them.
+  std::optional<std::vector<int64_t>> visible_chips;
+  std::string visible_chips_error;  //   ... why its value is refused ("" when it is not)
+};
+
+const DeviceEnv& device_env();
 
 struct EnvVarDoc {
   std::string name, meaning, value;
