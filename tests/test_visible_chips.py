@@ -57,6 +57,17 @@ def test_process_sees_the_listed_chips_from_tpu0(run_python, all_ids, chips):
     assert got["table"] == chips
 
 
+def test_read_at_first_use_not_at_import(run_python, all_ids):
+    # A launcher (Ray) may set the chips in a worker that imported torch, and
+    # so loaded torch_tpu, already: as CUDA_VISIBLE_DEVICES, they count from
+    # the first use of the device.
+    late = "import os, torch, torch_tpu\nos.environ['TPU_VISIBLE_CHIPS'] = '3,1'\n" + SEEN
+    r = run_python(late, TORCH_TPU_CPU_DEVICES="4", TPU_VISIBLE_CHIPS=None)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["ids"] == [all_ids[3], all_ids[1]] and got["table"] == "3,1"
+
+
 def test_a_chip_past_the_plugins_devices_is_an_error(start_failure):
     for e in start_failure(TORCH_TPU_CPU_DEVICES="2", TPU_VISIBLE_CHIPS="1,2"):
         assert "TPU_VISIBLE_CHIPS" in e and "chip 2" in e and "2 device(s)" in e, e

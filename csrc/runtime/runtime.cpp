@@ -46,11 +46,12 @@ Runtime& Runtime::get() {
   if (Runtime* r = instance.load(std::memory_order_acquire)) return *r;
   std::lock_guard<std::mutex> lock(init_mu);
   if (!instance.load(std::memory_order_relaxed)) {
-    TPU_CHECK(env().cpu_devices_error.empty(), ErrorKind::Runtime, env().cpu_devices_error);
-    TPU_CHECK(env().visible_chips_error.empty(), ErrorKind::Runtime, env().visible_chips_error);
+    const DeviceEnv& devices = device_env();
+    TPU_CHECK(devices.cpu_devices_error.empty(), ErrorKind::Runtime, devices.cpu_devices_error);
+    TPU_CHECK(devices.visible_chips_error.empty(), ErrorKind::Runtime, devices.visible_chips_error);
     pjrt::PluginChoice choice = pjrt::discover_plugin(env().pjrt_plugin, package_roots());
     auto plugin = pjrt::Plugin::load(choice);
-    auto client = pjrt::create_client(std::move(plugin), env().cpu_devices);
+    auto client = pjrt::create_client(std::move(plugin), devices.cpu_devices);
     select_visible_chips(*client);
     auto* made = new Runtime(std::move(client));
     arm_fork_guard();
