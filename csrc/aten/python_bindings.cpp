@@ -63,6 +63,7 @@ namespace torch_tpu::aten {
 void bind_capture(py::module& m);
 void bind_compiled_call(py::module& m);
 void bind_custom_call(py::module& m);
+void bind_ffi(py::module& m);
 void bind_memory_history(py::module& m);
 void bind_matmul_precision(py::module& m);
 }
@@ -72,6 +73,7 @@ PYBIND11_MODULE(_C, m) {
   aten::bind_capture(m);
   aten::bind_compiled_call(m);
   aten::bind_custom_call(m);
+  aten::bind_ffi(m);
   aten::bind_memory_history(m);
   aten::bind_matmul_precision(m);
   m.def("_init", &init, "Set plugin search roots and register lowered ops");

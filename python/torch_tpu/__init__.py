@@ -60,6 +60,7 @@ _printing.install()
 
 from . import pallas  # noqa: E402,F401  (jax_op; imports JAX only when a kernel is defined)
 from .kernels.custom_ops import stablehlo_op  # noqa: E402,F401
+from . import ffi  # noqa: E402,F401  (users' XLA FFI handlers as ops)
 
 from . import distributed  # noqa: E402,F401  (registers the "tpu_dist" c10d backend)
 from .dynamic import dynamic_dims  # noqa: E402,F401
