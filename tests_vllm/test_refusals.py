@@ -34,14 +34,6 @@ def test_mixture_of_experts_fails_at_start(models):
     assert error.startswith("NotImplementedError") and "mixture-of-experts layers (vLLM's FusedMoE)" in error
 
 
-@pytest.mark.slow
-def test_draft_model_fails_at_start(models):
-    folder = models("llama")
-    error = _refused(models, {"speculative_config": {"method": "draft_model", "model": folder,
-                                                     "num_speculative_tokens": 2}})
-    assert "speculative decoding method 'draft_model'" in error, error
-
-
 def test_every_vllm_config_field_is_reviewed():
     # A field vLLM adds is refused when set (below) until it is reviewed here.
     from vllm.config import VllmConfig

@@ -1,8 +1,9 @@
-"""Speculative decoding on tpu: with n-gram drafts (prompt lookup) greedy
-tokens equal plain greedy decoding's (HF generate() on the CPU), with drafts
-proposed and some of them accepted (so the verification path ran: several
-sampled rows a sequence, the rejection sampler, bonus tokens). Methods not
-tried are refused at start (test_refusals.py)."""
+"""Speculative decoding on tpu: with n-gram drafts (prompt lookup) and with a
+draft model, greedy tokens equal plain greedy decoding's (HF generate() on
+the CPU), with drafts proposed and some of them, not all, accepted (so the
+verification path ran: several sampled rows a sequence, the rejection
+sampler, bonus tokens). Methods not tried are refused at start
+(test_refusals.py)."""
 import pytest
 
 import tiny_models
@@ -17,10 +18,9 @@ def _prompts(n, seed):
     return [p + p[: len(p) // 2] for p in tiny_models.prompts(n, 4, 24, VOCAB, seed=seed)]
 
 
-def check(folder, prompts, new_tokens, **spec):
+def check(folder, prompts, new_tokens, speculative=NGRAM, **spec):
     expected = tiny_models.hf_greedy(folder, prompts, new_tokens)
-    got = run_llm(folder, prompts, greedy(new_tokens), llm={"speculative_config": NGRAM, **spec.pop("llm", {})},
-                  **spec)
+    got = run_llm(folder, prompts, greedy(new_tokens), llm={"speculative_config": speculative}, **spec)
     bad = [i for i, (a, b) in enumerate(zip(got["tokens"], expected)) if a != b]
     assert not bad, f"prompts {bad} differ: {[(got['tokens'][i], expected[i]) for i in bad]}"
     drafted = got["spec_decode"]
@@ -38,3 +38,13 @@ def test_ngram_equals_greedy(models):
 def test_ngram_with_requests_joining(models):
     # Continuous batching: requests join while others verify drafts.
     check(models("qwen3"), _prompts(12, seed=4), 20, waves=3)
+
+
+@pytest.mark.slow
+def test_draft_model_equals_greedy(models, tmp_path):
+    # The draft is the target with noise on its weights: it agrees often,
+    # not always. Its forward runs op by op (docs/vllm.md), so no cache check.
+    folder = models("llama")
+    draft = tiny_models.perturbed(folder, str(tmp_path), 0.5)
+    check(folder, _prompts(4, seed=5), 16,
+          speculative={"method": "draft_model", "model": draft, "num_speculative_tokens": 3})

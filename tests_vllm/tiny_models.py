@@ -80,6 +80,25 @@ def build(arch: str, root: str, seed: int = 0) -> str:
     return folder
 
 
+def perturbed(folder: str, root: str, scale: float, seed: int = 1) -> str:
+    """A copy of the model in `folder` under `root`, each weight plus Gaussian
+    noise of `scale` times its spread: a draft model that often, not always,
+    predicts what the original does."""
+    import shutil
+    from transformers import AutoModelForCausalLM
+    out = os.path.join(root, f"{os.path.basename(folder)}-perturbed")
+    if os.path.exists(os.path.join(out, "done")):
+        return out
+    shutil.copytree(folder, out, dirs_exist_ok=True)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * scale * p.std().clamp(min=1e-3))
+    model.save_pretrained(out)
+    return out
+
+
 def prompts(n: int, lo: int, hi: int, vocab: int, seed: int = 0) -> list[list[int]]:
     """n prompts of random token ids with lengths in [lo, hi] (ids past the special tokens)."""
     g = torch.Generator().manual_seed(seed)

@@ -114,6 +114,13 @@ class TpuPlatform(CpuPlatform):
         if parallel_config.worker_cls == "auto":
             parallel_config.worker_cls = _WORKER
         parallel_config.enable_dbo = False
+        if vllm_config.speculative_config is not None:
+            # vLLM's async scheduling with draft models expects the drafts
+            # to stay on the device between steps (GPUModelRunner's async
+            # mode); this runner proposes them after sampling on the host,
+            # which the engine takes only when it schedules synchronously.
+            # (Async on, the drafts were never accepted.)
+            vllm_config.scheduler_config.async_scheduling = False
 
         # Each op is a cached torch_tpu program (shapes are bucketed by the
         # runner); vLLM's Inductor compilation and CUDA graphs do not apply.

@@ -15,8 +15,10 @@ variants it does not cover (platform.get_attn_backend_cls).
 import dataclasses
 
 # Speculative decoding methods whose tokens equal plain greedy decoding's
-# (tests_vllm/test_speculative.py).
-SPECULATIVE_METHODS = ("ngram",)
+# (tests_vllm/test_speculative.py). EAGLE and MTP need a trained head (none
+# can be made here); suffix decoding needs arctic-inference; ngram_gpu is
+# the GPU runner's.
+SPECULATIVE_METHODS = ("draft_model", "ngram")
 
 # VllmConfig's fields as of vLLM 0.32, each checked below or harmless to the
 # runner (front-end, logging, scheduling policy, the configs the platform
@@ -50,7 +52,8 @@ def _model_features(model):
         ("multimodal models", model.is_multimodal_model),
         ("encoder-decoder models", model.is_encoder_decoder),
         ("hybrid and attention-free models (Mamba layers)", model.is_hybrid or model.is_attention_free),
-        (f"runner {model.runner_type!r} (only 'generate')", model.runner_type != "generate"),
+        # 'draft': a speculative draft model's own config.
+        (f"runner {model.runner_type!r} (only 'generate')", model.runner_type not in ("generate", "draft")),
         (f"model implementation {model.model_impl!r} (only vLLM's own)",
          str(getattr(model.model_impl, "value", model.model_impl)) not in ("auto", "vllm")),
         ("custom logits processors (logits_processors)", bool(model.logits_processors)),

@@ -86,6 +86,36 @@ class _DeferredSample(AsyncModelRunnerOutput):
             return self._output
 
 
+class _HostFacing:
+    """A model on tpu that vLLM calls with host tensors and that answers with
+    host tensors: a speculative drafter's model (vLLM's proposers keep their
+    buffers on the runner's device, which is the host). Its forward runs op by
+    op, not captured."""
+
+    def __init__(self, model, device):
+        self.__dict__.update(_model=model, _device=device)
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def _to(self, x, device):
+        if isinstance(x, torch.Tensor):
+            return x.to(device)
+        if isinstance(x, (tuple, list)):
+            return type(x)(self._to(v, device) for v in x)
+        return x
+
+    def __call__(self, **kwargs):
+        out = self._model(**{k: self._to(v, self._device) for k, v in kwargs.items()})
+        return self._to(out, "cpu")
+
+    def compute_logits(self, hidden_states):
+        return self._model.compute_logits(hidden_states.to(self._device)).cpu()
+
+    def embed_input_ids(self, input_ids, *args, **kwargs):
+        return self._model.embed_input_ids(input_ids.to(self._device), *args, **kwargs).cpu()
+
+
 @contextlib.contextmanager
 def _synchronous_runner(scheduler_config):
     """GPUModelRunner.__init__ as without async scheduling (no CUDA streams or
@@ -148,6 +178,10 @@ class TpuModelRunner(CPUModelRunner):
             return embed_input_ids(input_ids.to(self.tpu), *args, **kwargs).cpu()
 
         self.model.embed_input_ids = embed_on_host
+
+        drafter = getattr(self, "drafter", None)
+        if getattr(drafter, "model", None) is not None:
+            drafter.model = _HostFacing(drafter.model, self.tpu)
 
     def execute_model(self, *args, **kwargs):
         self._sample_pending()
