@@ -3,7 +3,7 @@
 PYTHON ?= python3
 BUILD_LOCK = /tmp/torch_tpu_build.lock
 
-.PHONY: install deps build test test-cpp test-py vllm-env test-vllm test-vllm-fast helion-env test-helion test-helion-fast test-dist4 test-faults test-faults-full test-docs demo bench clean titan-env titan-debug
+.PHONY: install deps build test test-cpp test-py vllm-env test-vllm test-vllm-fast helion-env test-helion test-helion-fast ray-env test-ray test-ray-fast test-dist4 test-faults test-faults-full test-docs demo bench clean titan-env titan-debug
 
 deps:
 	bash scripts/install_deps.sh
@@ -27,6 +27,7 @@ test: install
 	$(MAKE) test-cpp
 	$(MAKE) test-py
 	$(MAKE) test-vllm-fast
+	$(MAKE) test-ray-fast
 	$(MAKE) test-helion-fast
 
 # vLLM on tpu (python/torch_tpu/integrations/vllm): vLLM lives in its own venv,
@@ -57,6 +58,21 @@ test-helion-fast: helion-env
 
 test-helion: helion-env
 	$(HELION_PYTHON) tests_helion/run_pallas_suite.py
+
+# Ray Train on tpu (torch_tpu._loader, TPU_VISIBLE_CHIPS, docs/ray.md): Ray lives
+# in its own venv, .venv-ray (scripts/install_ray.sh); its tests are tests_ray/,
+# run with that venv's python. -fast is the CI slice (the contract with Ray's
+# call sites, one 2-worker DDP run); test-ray adds FSDP2, Ray choosing tpu_dist
+# itself, and tpu_dist on workers without TPU resources.
+RAY_PYTHON = .venv-ray/bin/python
+ray-env: build
+	PYTHON=$(PYTHON) bash scripts/install_ray.sh
+
+test-ray-fast: ray-env
+	$(RAY_PYTHON) -m pytest -q tests_ray -m "not slow"
+
+test-ray: ray-env
+	$(RAY_PYTHON) -m pytest -q tests_ray
 
 # tpu_dist with 4 processes (the default suite runs 2).
 test-dist4: build
