@@ -212,28 +212,40 @@ TEST(Client, RuntimeClientHasTheCpuDevicesAskedFor) {
   }
 }
 
-TEST(Executable, ReplicatedRunsEveryReplicaOnItsDevice) {
-  Client& c = three_device_client();
-  const hlo::TensorType vec2{ElementType::U32, {2}};
-  auto exe = c.compile_replicated(kAddReplicaId, {vec2}, 3);
-  EXPECT_EQ(exe->num_replicas(), 3);
+// kAddReplicaId on `n` replicas of `c`, replica r given {100r, 100r + 1} on
+// device r: each result and the device it lands on are checked. Returns the
+// executable and its argument lists.
+struct ReplicatedRun {
+  std::unique_ptr<Executable> exe;
   std::vector<std::unique_ptr<Buffer>> ins;
   std::vector<std::vector<const Buffer*>> args;
-  for (uint32_t r = 0; r < 3; ++r) {
+};
+
+ReplicatedRun run_add_replica_id(Client& c, uint32_t n) {
+  const hlo::TensorType vec2{ElementType::U32, {2}};
+  ReplicatedRun run{c.compile_replicated(kAddReplicaId, {vec2}, static_cast<int>(n)), {}, {}};
+  EXPECT_EQ(run.exe->num_replicas(), static_cast<int>(n));
+  for (uint32_t r = 0; r < n; ++r) {
     std::vector<uint32_t> host{100 * r, 100 * r + 1};
-    ins.push_back(c.from_host(host.data(), vec2, static_cast<int>(r)));
-    args.push_back({ins.back().get()});
+    run.ins.push_back(c.from_host(host.data(), vec2, static_cast<int>(r)));
+    run.args.push_back({run.ins.back().get()});
   }
-  auto outs = exe->execute_replicated(args);
-  ASSERT_EQ(outs.size(), 3u);
-  for (uint32_t r = 0; r < 3; ++r) {
+  auto outs = run.exe->execute_replicated(run.args);
+  EXPECT_EQ(outs.size(), n);
+  for (uint32_t r = 0; r < n && r < outs.size(); ++r) {
     std::vector<uint32_t> got(2);
     outs[r][0]->to_host(got.data());
     EXPECT_EQ(got, (std::vector<uint32_t>{101 * r, 101 * r + 1})) << "replica " << r;
+    EXPECT_EQ(c.device_of(*outs[r][0]), static_cast<int>(r)) << "replica " << r;
   }
+  return run;
+}
+
+TEST(Executable, ReplicatedRunsEveryReplicaOnItsDevice) {
+  ReplicatedRun run = run_add_replica_id(three_device_client(), 3);
   // The single-device launch and a wrong number of argument lists are refused.
-  EXPECT_THROW(exe->execute({ins[0].get()}), Error);
-  EXPECT_THROW(exe->execute_replicated({args[0]}), Error);
+  EXPECT_THROW(run.exe->execute({run.ins[0].get()}), Error);
+  EXPECT_THROW(run.exe->execute_replicated({run.args[0]}), Error);
 }
 
 TEST(Executable, MoreReplicasThanDevicesIsAnError) {
@@ -272,23 +284,8 @@ TEST(Client, KeepsTheDevicesAskedForInTheirOrder) {
   auto out = c.compile(kAddOne, {kVec3}, 1)->execute({on1.get()}, {}, 1);
   EXPECT_EQ(c.device_of(*out[0]), 1);
   EXPECT_EQ(read(*out[0]), (std::vector<float>{2.0f, 3.0f, 4.0f}));
-  const hlo::TensorType vec2{ElementType::U32, {2}};
-  auto exe = c.compile_replicated(kAddReplicaId, {vec2}, 2);
-  std::vector<std::unique_ptr<Buffer>> ins;
-  std::vector<std::vector<const Buffer*>> args;
-  for (uint32_t r = 0; r < 2; ++r) {
-    std::vector<uint32_t> h{100 * r, 100 * r + 1};
-    ins.push_back(c.from_host(h.data(), vec2, static_cast<int>(r)));
-    args.push_back({ins.back().get()});
-  }
-  auto outs = exe->execute_replicated(args);
-  for (uint32_t r = 0; r < 2; ++r) {
-    std::vector<uint32_t> got(2);
-    outs[r][0]->to_host(got.data());
-    EXPECT_EQ(got, (std::vector<uint32_t>{101 * r, 101 * r + 1})) << "replica " << r;
-    EXPECT_EQ(c.device_of(*outs[r][0]), static_cast<int>(r));
-  }
-  EXPECT_THROW(c.compile_replicated(kAddReplicaId, {vec2}, 3), Error);
+  run_add_replica_id(c, 2);
+  EXPECT_THROW(c.compile_replicated(kAddOne, {kVec3}, 3), Error);
 }
 
 TEST(Buffer, UploadThatKeepsReadingTheHostSignalsWhenDone) {
