@@ -1,14 +1,16 @@
 """The paged attention of one step, against a per-token reference on the CPU
 (float64): a batch of prefill, chunked-prefill and decode sequences, keys read
 through random block tables, grouped-query heads, a sliding window and logit
-soft-capping; both ways the matmuls take the heads (block diagonal, batched
-over KV heads) give the reference, whichever rows the layout makes."""
+soft-capping; the platform kernel and both ways the composite's matmuls take
+the heads (block diagonal, batched over KV heads) give the reference, whichever
+rows the layout makes."""
 import numpy as np
 import pytest
 import torch
 import torch_tpu
 
 from torch_tpu.integrations.vllm import attention as A
+from torch_tpu.kernels import platform as platform_kernels
 from torch_tpu.integrations.vllm.buckets import key_bucket, query_layout, token_bucket
 
 BLOCK = 16
@@ -40,11 +42,17 @@ BATCHES = {"mixed": ([20, 1, 33, 1, 1], 8), "decode": ([1, 1, 1, 1, 1], 16)}
 
 
 @pytest.mark.parametrize("batch", sorted(BATCHES))
-@pytest.mark.parametrize("block_diagonal", [True, False])
+@pytest.mark.parametrize("block_diagonal", ["kernel", True, False])
 @pytest.mark.parametrize("heads,kv_heads,window,cap", [(4, 2, None, None), (8, 4, 8, None), (4, 1, None, 30.0),
                                                        (4, 4, 24, None)])
 def test_step_attention_matches_reference(monkeypatch, batch, block_diagonal, heads, kv_heads, window,
                                           cap):
+    # "kernel": the platform kernel (csrc/kernels/paged_attention.cpp); else
+    # the composite, with the heads laid out either way.
+    if block_diagonal == "kernel":
+        assert platform_kernels.target("paged_attention"), "the CPU plugin runs the paged attention kernel"
+    else:
+        monkeypatch.setattr(platform_kernels, "target", lambda name: None)
     monkeypatch.setattr(A, "BLOCK_DIAGONAL_MAX_KV_HEADS", 64 if block_diagonal else 0)
     monkeypatch.setattr(A, "BLOCK_DIAGONAL_MAX_CHUNK", 1 << 20)
     qlens, max_seqs = BATCHES[batch]

@@ -1,9 +1,12 @@
-// torch_tpu.ffi's two calls into the plugin (python/torch_tpu/kernels/ffi.py
-// keeps the registry of what was registered): which XLA platform name the
-// loaded plugin's handlers take, and registering one handler.
+// The calls of torch_tpu.ffi (python/torch_tpu/kernels/ffi.py) and of the
+// platform kernels (kernels/platform.py) into the plugin: which XLA platform
+// name the loaded plugin's handlers take, registering one handler, and the
+// table of our own kernels (csrc/kernels/kernels.h).
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/tensor_bridge.h"
+#include "common/env.h"
+#include "kernels/kernels.h"
 #include "pjrt/ffi_extension.h"
 #include "runtime/runtime.h"
 
@@ -22,6 +25,19 @@ void bind_ffi(py::module& m) {
       pjrt::register_ffi_handler(client.plugin(), target, reinterpret_cast<void*>(handler), platform);
     });
   }, "Registers an XLA_FFI_Handler* (an address) for custom calls to target on platform");
+  m.def("_platform_kernels", []() {
+    py::list out;
+    for (const auto& k : kernels::table()) {
+      py::dict handlers;
+      for (const auto& h : k.handlers) handlers[py::str(h.platform)] = reinterpret_cast<uintptr_t>(h.handler);
+      out.append(py::make_tuple(k.name, k.target, k.replaces, handlers));
+    }
+    return out;
+  }, "The platform kernels: (name, custom-call target, what it replaces, {platform: handler address})");
+  m.def("_kernels_choice", []() {
+    if (!env().kernels_error.empty()) throw py::value_error(env().kernels_error);
+    return env().composite_kernels ? "composite" : "platform";
+  }, "TORCH_TPU_KERNELS: 'platform' or 'composite' (ValueError for another value)");
 }
 
 }  // namespace torch_tpu::aten

@@ -87,6 +87,11 @@ const Env& env() {
     r.defer_and_fuse = flag("TORCH_TPU_DEFER_AND_FUSE");
     r.dump_hlo = flag("TORCH_TPU_DUMP_HLO");
     r.fuse_max_ops = number("TORCH_TPU_FUSE_MAX_OPS", 4096);
+    if (std::string k = get("TORCH_TPU_KERNELS"); k == "composite") {
+      r.composite_kernels = true;
+    } else if (!k.empty() && k != "platform") {
+      r.kernels_error = "TORCH_TPU_KERNELS must be 'platform' (the default) or 'composite' (got '" + k + "')";
+    }
     r.log = get("TORCH_TPU_LOG");
     r.log_compile = ("," + r.log + ",").find(",compile,") != std::string::npos;
     r.pjrt_plugin = get("TORCH_TPU_PJRT_PLUGIN");
@@ -149,6 +154,9 @@ std::vector<EnvVarDoc> env_table() {
       {"TORCH_TPU_DUMP_HLO", "1: print every StableHLO module before it is compiled", b(e.dump_hlo)},
       {"TORCH_TPU_FUSE_MAX_OPS", "ops a deferred graph may hold before it is flushed",
        std::to_string(e.fuse_max_ops)},
+      {"TORCH_TPU_KERNELS",
+       "composite: platform kernels (our FFI handlers inside programs) give way to the computations they replace",
+       e.kernels_error.empty() ? (e.composite_kernels ? "composite" : "platform") : get("TORCH_TPU_KERNELS")},
       {"TORCH_TPU_LOG", "comma-separated log channels; compile: one stderr line per compilation",
        e.log},
       {"TORCH_TPU_PJRT_PLUGIN", "path of the PJRT plugin to load instead of discovering one",

@@ -19,6 +19,8 @@ struct Env {
   bool debug_nans = false;          // TORCH_TPU_DEBUG_NANS=1: debug mode raises at the first NaN/Inf
   bool defer_and_fuse = false;      // TORCH_TPU_DEFER_AND_FUSE=1: start in defer_and_fuse mode
   bool dump_hlo = false;            // TORCH_TPU_DUMP_HLO=1: print each compiled module to stderr
+  bool composite_kernels = false;   // TORCH_TPU_KERNELS=composite: no platform kernel, every fallback runs
+  std::string kernels_error;        //   ... why its value is refused ("" when it is not)
   int64_t fuse_max_ops = 0;         // TORCH_TPU_FUSE_MAX_OPS: size bound of a deferred graph
   std::string log;                  // TORCH_TPU_LOG: comma-separated log channels ("compile")
   bool log_compile = false;         //   ... includes "compile": one stderr line per compilation

@@ -45,6 +45,7 @@ from vllm.forward_context import get_forward_context
 from vllm.v1.attention.backend import (AttentionBackend, AttentionImpl, AttentionMetadataBuilder,
                                        AttentionType, CommonAttentionMetadata)
 
+from ...kernels import platform as platform_kernels
 from .buckets import key_bucket, query_layout
 
 DEVICE = "tpu"
@@ -230,15 +231,26 @@ class TpuPagedAttentionImpl(AttentionImpl):
         g = h // hkv
         length = meta.key_pos.shape[0]
 
+        block = length * r // meta.key_blocks.shape[0]
+        t = meta.output_index.shape[0]
+        # The platform kernel (csrc/kernels/paged_attention.cpp) reads the
+        # cache's blocks in place, where the plugin runs it; the composite
+        # below is the fallback and its reference.
+        out = platform_kernels.paged_attention(
+            query[:t].view(t, h, d), kv_cache, meta.key_blocks, meta.query_index, meta.query_pos,
+            meta.output_index, scale=self.scale, soft_cap=self.logits_soft_cap, window=self.sliding_window,
+            block_size=block)
+        if out is not None:
+            output[:t].copy_(out.to(output.dtype).view(output[:t].shape))
+            return output
+
         # Keys and values are gathered apart, a block of slots at a time,
         # each [R, L, Hkv * D] as the gather lays them out.
-        block = length * r // meta.key_blocks.shape[0]
         num_blocks = kv_cache.shape[1] // block
         blocks = kv_cache.view(2 * num_blocks, block * hkv * d)
         keys = blocks.index_select(0, meta.key_blocks).view(r, length, hkv * d).float()
         values = blocks.index_select(0, meta.key_blocks + num_blocks).view(r, length, hkv * d).float()
 
-        t = meta.output_index.shape[0]
         qs = query[:t].reshape(t, h, d).index_select(0, meta.query_index)  # [R*C, H, D]
         qs = qs.view(r, c, hkv, g, d).permute(0, 2, 3, 1, 4).float()        # [R, Hkv, G, C, D]
         block_diagonal = hkv <= BLOCK_DIAGONAL_MAX_KV_HEADS and c <= BLOCK_DIAGONAL_MAX_CHUNK
