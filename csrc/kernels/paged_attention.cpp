@@ -15,9 +15,13 @@
 // Scores are q.k * scale, soft-capped (cap * tanh(s / cap)) when soft_cap > 0,
 // over keys at positions <= the query's (and > position - window when
 // window > 0); a softmax in f32 weighs the values.
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -57,20 +61,18 @@ float load(const uint16_t* p, bool bf16) {
   return f;
 }
 
-// One head's row of keys (or values) as float, whatever the cache's type.
+// A slot's row of one KV head, as float: in place for an f32 cache, else
+// converted into `scratch`.
 struct CacheReader {
   const void* data;
   ffi::DataType type;
-  int64_t row;  // elements per slot: Hkv * D
 
-  void read(int64_t element, int64_t n, float* out) const {
-    if (type == ffi::DataType::F32) {
-      std::memcpy(out, static_cast<const float*>(data) + element, n * sizeof(float));
-      return;
-    }
+  const float* row(int64_t element, int64_t n, float* scratch) const {
+    if (type == ffi::DataType::F32) return static_cast<const float*>(data) + element;
     const uint16_t* p = static_cast<const uint16_t*>(data) + element;
     bool bf16 = type == ffi::DataType::BF16;
-    for (int64_t i = 0; i < n; ++i) out[i] = load(p + i, bf16);
+    for (int64_t i = 0; i < n; ++i) scratch[i] = load(p + i, bf16);
+    return scratch;
   }
 };
 
@@ -81,10 +83,77 @@ float dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-ffi::Error PagedAttention(ffi::Buffer<ffi::F32> query, ffi::AnyBuffer cache, ffi::Buffer<ffi::S64> key_blocks,
-                          ffi::Buffer<ffi::S64> query_index, ffi::Buffer<ffi::S64> query_pos,
-                          ffi::Buffer<ffi::S64> output_index, ffi::ResultBuffer<ffi::F32> out, float scale,
-                          float soft_cap, int64_t window, int64_t block_size) {
+struct Problem {
+  int64_t T, H, D, slots, Hkv, G, R, C, LB;
+  int64_t block_size, window;
+  float scale, soft_cap;
+  const float* q;
+  const int64_t *blocks, *qidx, *qpos;
+  CacheReader keys, values;
+  float* results;  // [R * C, H, D]
+};
+
+// One (query slot, KV head): the G query heads that share the KV head read
+// its keys and values once. Two passes: scores (kept for the slot's keys
+// alone), then the softmax-weighted values.
+void attend(const Problem& p, int64_t s, int64_t kvh, std::vector<float>& scores, std::vector<float>& scratch) {
+  const int64_t pos = p.qpos[s], token = p.qidx[s], D = p.D, G = p.G;
+  const int64_t first = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0, n = pos + 1 - first;
+  scores.resize(G * n);
+  scratch.resize(D);
+  const float* q = p.q + (token * p.H + kvh * G) * D;
+  std::vector<float> top(G, -INFINITY);
+  for (int64_t j = first; j <= pos; ++j) {
+    int64_t slot = p.blocks[(s / p.C) * p.LB + j / p.block_size] * p.block_size + j % p.block_size;
+    const float* k = p.keys.row((slot * p.Hkv + kvh) * D, D, scratch.data());
+    for (int64_t g = 0; g < G; ++g) {
+      float x = dot(q + g * D, k, D) * p.scale;
+      if (p.soft_cap > 0) x = std::tanh(x / p.soft_cap) * p.soft_cap;
+      scores[g * n + j - first] = x;
+      top[g] = std::max(top[g], x);
+    }
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    float total = 0;
+    for (int64_t j = 0; j < n; ++j) total += (scores[g * n + j] = std::exp(scores[g * n + j] - top[g]));
+    for (int64_t j = 0; j < n; ++j) scores[g * n + j] /= total;
+  }
+  float* out = p.results + (s * p.H + kvh * G) * D;
+  std::fill(out, out + G * D, 0.0f);
+  for (int64_t j = first; j <= pos; ++j) {
+    int64_t slot = p.blocks[(s / p.C) * p.LB + j / p.block_size] * p.block_size + j % p.block_size;
+    const float* v = p.values.row((slot * p.Hkv + kvh) * D, D, scratch.data());
+    for (int64_t g = 0; g < G; ++g) {
+      float w = scores[g * n + j - first];
+      float* o = out + g * D;
+#pragma omp simd
+      for (int64_t i = 0; i < D; ++i) o[i] += w * v[i];
+    }
+  }
+}
+
+// Items (query slot, KV head) claimed from one counter by the calling thread
+// and by tasks on the plugin's intra-op pool. The caller works too and then
+// waits only for items already claimed, so it never waits on a task that
+// has not started; a late task finds no item left and touches nothing else.
+struct Work {
+  std::atomic<int64_t> next{0}, done{0};
+  int64_t items = 0;
+};
+
+void drain(const Problem& p, const std::vector<int64_t>& live, Work& w) {
+  std::vector<float> scores, scratch;
+  for (int64_t i; (i = w.next.fetch_add(1)) < w.items;) {
+    attend(p, live[i / p.Hkv], i % p.Hkv, scores, scratch);
+    w.done.fetch_add(1, std::memory_order_release);
+  }
+}
+
+ffi::Error PagedAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> query, ffi::AnyBuffer cache,
+                          ffi::Buffer<ffi::S64> key_blocks, ffi::Buffer<ffi::S64> query_index,
+                          ffi::Buffer<ffi::S64> query_pos, ffi::Buffer<ffi::S64> output_index,
+                          ffi::ResultBuffer<ffi::F32> out, float scale, float soft_cap, int64_t window,
+                          int64_t block_size) {
   auto qd = query.dimensions();
   auto cd = cache.dimensions();
   auto pd = query_pos.dimensions();
@@ -94,62 +163,48 @@ ffi::Error PagedAttention(ffi::Buffer<ffi::F32> query, ffi::AnyBuffer cache, ffi
   ffi::DataType ct = cache.element_type();
   if (ct != ffi::DataType::F32 && ct != ffi::DataType::BF16 && ct != ffi::DataType::F16)
     return ffi::Error::InvalidArgument("paged_attention: the cache must be f32, bf16 or f16");
-  const int64_t T = qd[0], H = qd[1], D = qd[2], slots = cd[1], Hkv = cd[2];
-  const int64_t R = pd[0], C = pd[1];
-  if (cd[3] != D || Hkv <= 0 || H % Hkv != 0 || R <= 0 || key_blocks.element_count() % R != 0 ||
-      int64_t(query_index.element_count()) != R * C || int64_t(output_index.element_count()) != T)
+  Problem p;
+  p.T = qd[0], p.H = qd[1], p.D = qd[2], p.slots = cd[1], p.Hkv = cd[2], p.R = pd[0], p.C = pd[1];
+  if (cd[3] != p.D || p.Hkv <= 0 || p.H % p.Hkv != 0 || p.R <= 0 || key_blocks.element_count() % p.R != 0 ||
+      int64_t(query_index.element_count()) != p.R * p.C || int64_t(output_index.element_count()) != p.T)
     return ffi::Error::InvalidArgument("paged_attention: inconsistent shapes");
-  const int64_t G = H / Hkv, LB = key_blocks.element_count() / R, L = LB * block_size;
-  const int64_t* blocks = key_blocks.typed_data();
-  const int64_t* qidx = query_index.typed_data();
-  const int64_t* qpos = query_pos.typed_data();
-  const int64_t* oidx = output_index.typed_data();
-  const float* q = query.typed_data();
-  CacheReader keys{cache.untyped_data(), ct, Hkv * D};
+  p.G = p.H / p.Hkv, p.LB = key_blocks.element_count() / p.R;
+  p.block_size = block_size, p.window = window, p.scale = scale, p.soft_cap = soft_cap;
+  p.q = query.typed_data();
+  p.blocks = key_blocks.typed_data(), p.qidx = query_index.typed_data(), p.qpos = query_pos.typed_data();
   size_t esize = ct == ffi::DataType::F32 ? 4 : 2;
-  CacheReader values{static_cast<const char*>(cache.untyped_data()) + slots * Hkv * D * esize, ct, Hkv * D};
+  p.keys = {cache.untyped_data(), ct};
+  p.values = {static_cast<const char*>(cache.untyped_data()) + p.slots * p.Hkv * p.D * esize, ct};
 
-  std::vector<float> results(R * C * H * D, 0.0f), scores(L), k(D), v(D), acc(D);
-  for (int64_t r = 0; r < R; ++r) {
-    for (int64_t c = 0; c < C; ++c) {
-      int64_t s = r * C + c, pos = qpos[s];
-      if (pos < 0) continue;  // a padding slot: no token reads it
-      int64_t token = qidx[s];
-      if (token < 0 || token >= T || pos >= L)
-        return ffi::Error::InvalidArgument("paged_attention: a query slot outside the step's tokens or keys");
-      int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
-      for (int64_t h = 0; h < H; ++h) {
-        const float* qh = q + (token * H + h) * D;
-        int64_t kvh = h / G;
-        float top = -INFINITY;
-        for (int64_t j = first; j <= pos; ++j) {
-          int64_t slot = blocks[r * LB + j / block_size] * block_size + j % block_size;
-          if (slot < 0 || slot >= slots) return ffi::Error::InvalidArgument("paged_attention: a block outside the cache");
-          keys.read((slot * Hkv + kvh) * D, D, k.data());
-          float x = dot(qh, k.data(), D) * scale;
-          if (soft_cap > 0) x = std::tanh(x / soft_cap) * soft_cap;
-          scores[j] = x;
-          top = std::max(top, x);
-        }
-        float total = 0;
-        for (int64_t j = first; j <= pos; ++j) total += (scores[j] = std::exp(scores[j] - top));
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int64_t j = first; j <= pos; ++j) {
-          int64_t slot = blocks[r * LB + j / block_size] * block_size + j % block_size;
-          values.read((slot * Hkv + kvh) * D, D, v.data());
-          float p = scores[j] / total;
-#pragma omp simd
-          for (int64_t i = 0; i < D; ++i) acc[i] += p * v[i];
-        }
-        std::memcpy(&results[(s * H + h) * D], acc.data(), D * sizeof(float));
-      }
-    }
+  // The slots with a query, checked before any work: padding slots are read by no token.
+  std::vector<int64_t> live;
+  const int64_t L = p.LB * block_size;
+  for (int64_t s = 0; s < p.R * p.C; ++s) {
+    if (p.qpos[s] < 0) continue;
+    if (p.qidx[s] < 0 || p.qidx[s] >= p.T || p.qpos[s] >= L)
+      return ffi::Error::InvalidArgument("paged_attention: a query slot outside the step's tokens or keys");
+    live.push_back(s);
   }
+  for (int64_t b = 0; b < p.R * p.LB; ++b)
+    if (p.blocks[b] < 0 || (p.blocks[b] + 1) * block_size > p.slots)
+      return ffi::Error::InvalidArgument("paged_attention: a block outside the cache");
+
+  std::vector<float> results(p.R * p.C * p.H * p.D, 0.0f);
+  p.results = results.data();
+  auto work = std::make_shared<Work>();
+  work->items = int64_t(live.size()) * p.Hkv;
+  int64_t helpers = std::min<int64_t>(pool.num_threads(), work->items / 8);
+  for (int64_t i = 0; i < helpers; ++i)
+    pool.Schedule([work, &p, &live] { drain(p, live, *work); });
+  drain(p, live, *work);
+  while (work->done.load(std::memory_order_acquire) < work->items) std::this_thread::yield();
+
   float* o = out->typed_data();
-  for (int64_t t = 0; t < T; ++t) {
-    int64_t s = oidx[t];
-    if (s < 0 || s >= R * C) return ffi::Error::InvalidArgument("paged_attention: an output slot outside the rows");
-    std::memcpy(o + t * H * D, &results[s * H * D], H * D * sizeof(float));
+  for (int64_t t = 0; t < p.T; ++t) {
+    int64_t s = output_index.typed_data()[t];
+    if (s < 0 || s >= p.R * p.C)
+      return ffi::Error::InvalidArgument("paged_attention: an output slot outside the rows");
+    std::memcpy(o + t * p.H * p.D, &results[s * p.H * p.D], p.H * p.D * sizeof(float));
   }
   return ffi::Error::Success();
 }
@@ -158,6 +213,7 @@ ffi::Error PagedAttention(ffi::Buffer<ffi::F32> query, ffi::AnyBuffer cache, ffi
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(torch_tpu_paged_attention_host, PagedAttention,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Arg<ffi::Buffer<ffi::S64>>()

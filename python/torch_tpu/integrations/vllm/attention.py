@@ -56,6 +56,12 @@ DEVICE = "tpu"
 # diagonally and 75 ms batched over KV heads, a 1024-token step 25 and 21 ms.
 BLOCK_DIAGONAL_MAX_KV_HEADS = 2
 BLOCK_DIAGONAL_MAX_CHUNK = 1
+# Up to this many query tokens a row, the platform kernel (where it runs)
+# replaces the composite: a decode step of the benchmark's Llama (32 rows of a
+# token, keys 40..160) took 0.76 ms in the kernel and 1.64 ms composite; a
+# prefill of 8 x 128 tokens 29 ms in the kernel and 6.8 ms composite, whose
+# matmuls XLA runs as GEMMs (benchmarks/platform_kernels.py).
+KERNEL_MAX_CHUNK = 1
 
 
 class TpuPagedAttentionBackend(AttentionBackend):
@@ -236,7 +242,7 @@ class TpuPagedAttentionImpl(AttentionImpl):
         # The platform kernel (csrc/kernels/paged_attention.cpp) reads the
         # cache's blocks in place, where the plugin runs it; the composite
         # below is the fallback and its reference.
-        out = platform_kernels.paged_attention(
+        out = None if c > KERNEL_MAX_CHUNK else platform_kernels.paged_attention(
             query[:t].view(t, h, d), kv_cache, meta.key_blocks, meta.query_index, meta.query_pos,
             meta.output_index, scale=self.scale, soft_cap=self.logits_soft_cap, window=self.sliding_window,
             block_size=block)
