@@ -15,6 +15,8 @@ Run with vLLM's venv (make vllm-env): .venv-vllm/bin/python benchmarks/platform_
 name would shadow the `kernels` package that transformers imports.)
 """
 import argparse
+import os
+import sys
 import time
 
 import numpy as np
@@ -24,29 +26,21 @@ import torch.nn.functional as F
 import torch_tpu
 from torch_tpu.compile.capture import CapturedFunction
 from torch_tpu.integrations.vllm import attention as A
-from torch_tpu.integrations.vllm.buckets import key_bucket, query_layout, token_bucket
 from torch_tpu.kernels import platform as platform_kernels
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests_vllm"))
+from attention_steps import random_step  # noqa: E402
 
 BLOCK, HEADS, KV_HEADS, HEAD = 16, 4, 2, 64
 
 
 def step(seq_lens, qlens, max_seqs, num_blocks=1024, max_tokens=4096, seed=0):
-    rng = np.random.default_rng(seed)
-    seq_lens, qlens = np.array(seq_lens, np.int64), np.array(qlens, np.int64)
-    qsl = np.concatenate(([0], np.cumsum(qlens)))
-    t_act = int(qsl[-1])
-    t_pad = token_bucket(t_act, max_tokens)
-    rows, chunk = query_layout(t_pad, max_seqs)
-    blocks = key_bucket(-(-int(seq_lens.max()) // BLOCK), t_pad, max_seqs, num_blocks)
-    tables = rng.permutation(np.arange(1, num_blocks))[: len(seq_lens) * blocks].reshape(len(seq_lens), blocks)
-    seq = np.repeat(np.arange(len(seq_lens)), qlens)
-    pos = (seq_lens - qlens)[seq] + np.arange(t_act) - qsl[seq]
-    slots = tables[seq, pos // BLOCK] * BLOCK + pos % BLOCK
-    arrays = A.step_arrays(t_pad, qsl, seq_lens, tables, slots, rows, chunk, blocks, BLOCK)
+    arrays, t_act, tables = random_step(seq_lens, qlens, max_seqs, num_blocks, max_tokens, BLOCK,
+                                        np.random.default_rng(seed))
     torch.manual_seed(seed)
     cache = torch.randn(2, num_blocks * BLOCK, KV_HEADS, HEAD)
-    query = torch.randn(t_pad, HEADS * HEAD)
-    return arrays, t_act, cache, query, tables, seq_lens, qlens
+    query = torch.randn(len(arrays["output_index"]), HEADS * HEAD)
+    return arrays, t_act, cache, query, tables, np.asarray(seq_lens), np.asarray(qlens)
 
 
 def captured(use_kernel, arrays, t_act):

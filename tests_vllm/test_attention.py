@@ -11,7 +11,8 @@ import torch_tpu
 
 from torch_tpu.integrations.vllm import attention as A
 from torch_tpu.kernels import platform as platform_kernels
-from torch_tpu.integrations.vllm.buckets import key_bucket, query_layout, token_bucket
+
+from attention_steps import random_step
 
 BLOCK = 16
 
@@ -58,18 +59,11 @@ def test_step_attention_matches_reference(monkeypatch, batch, block_diagonal, he
     monkeypatch.setattr(A, "BLOCK_DIAGONAL_MAX_CHUNK", 1 << 20)
     qlens, max_seqs = BATCHES[batch]
     d, num_blocks, max_tokens = 16, 64, 128
-    rng = np.random.default_rng(heads * 10 + kv_heads)
     seq_lens = np.array([70, 1, 33, 17, 50], np.int64)
     qlens = np.array(qlens, np.int64)
-    qsl = np.concatenate(([0], np.cumsum(qlens)))
-    t_act = int(qsl[-1])
-    t_pad = token_bucket(t_act, max_tokens)
-    rows, chunk = query_layout(t_pad, max_seqs)
-    blocks = key_bucket(-(-int(seq_lens.max()) // BLOCK), t_pad, max_seqs, num_blocks)
-    tables = rng.permutation(np.arange(1, num_blocks))[: len(seq_lens) * blocks].reshape(len(seq_lens), blocks)
-    seq = np.repeat(np.arange(len(seq_lens)), qlens)
-    pos = (seq_lens - qlens)[seq] + np.arange(t_act) - qsl[seq]
-    slot_mapping = tables[seq, pos // BLOCK] * BLOCK + pos % BLOCK
+    arrays, t_act, tables = random_step(seq_lens, qlens, max_seqs, num_blocks, max_tokens, BLOCK,
+                                        np.random.default_rng(heads * 10 + kv_heads))
+    t_pad = len(arrays["output_index"])
 
     torch.manual_seed(0)
     cache = torch.randn(2, num_blocks * BLOCK, kv_heads, d)
@@ -77,7 +71,6 @@ def test_step_attention_matches_reference(monkeypatch, batch, block_diagonal, he
     scale = d ** -0.5
     expected = _reference(q.double(), cache.double(), tables, seq_lens, qlens, scale, window, cap)
 
-    arrays = A.step_arrays(t_pad, qsl, seq_lens, tables, slot_mapping, rows, chunk, blocks, BLOCK)
     impl = A.TpuPagedAttentionImpl(heads, d, scale, num_kv_heads=kv_heads, sliding_window=window,
                                    logits_soft_cap=cap)
     query = torch.zeros(t_pad, heads * d)
