@@ -168,6 +168,36 @@ def test_emit_pipeline_is_traced_for_the_chip_without_a_jax_client():
     assert xla_bridge._backends == {}
 
 
+def test_refs_a_kernel_writes_through_are_refused_off_tpu():
+    """Helion's TPU pipelines alias HBM through refs made with jax.new_ref;
+    interpret form loses a kernel's writes to them (JAX's own interpret mode
+    too), so off TPU that is an error, not a wrong result."""
+    def add_into_ref(x, y):
+        r = jax.new_ref(y)
+
+        def body(x_ref, o_ref):
+            r[...] = r[...] + x_ref[...]
+            o_ref[...] = x_ref[...]
+
+        mesh = pltpu.create_tensorcore_mesh("core", num_cores=1)
+        out = pl.kernel(body, jax.ShapeDtypeStruct(x.shape, x.dtype), mesh=mesh)(x)
+        return out, r[...]
+
+    call = tpu_pallas.JaxCallable(name="t_ref", jit_fn=jax.jit(add_into_ref), trace_key="t_ref")
+    x = torch.randn(8, 128, device="tpu")
+    with pytest.raises(NotImplementedError, match=r"JaxCallable\('t_ref'\): the function creates "
+                       r"refs \(jax.new_ref\) that its Pallas kernels write through"):
+        call(x, x)
+
+    def doubled(x):  # refs outside any kernel are discharged, as jit does
+        r = jax.new_ref(x)
+        r[...] = r[...] * 2
+        return r[...]
+
+    call = tpu_pallas.JaxCallable(name="t_ref2", jit_fn=jax.jit(doubled), trace_key="t_ref2")
+    torch.testing.assert_close(call(x).cpu(), x.cpu() * 2)
+
+
 # ---------------------------------------------------------------- tpu_torch_pallas
 
 def test_serialized_module_registers_and_runs():

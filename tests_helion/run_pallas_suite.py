@@ -35,6 +35,13 @@ ARCHIVE = Path(os.environ.get("HELION_ARCHIVE",
                               REPO.parent / "shared" / "third_party" / "helion-ef091f41.tar.gz"))
 REPORT = REPO / "build" / "helion_suite"
 MODES = ("tpu", "interpret")
+# Tests not run on tpu here, each with the reason; counted as not passed.
+DESELECTED = {
+    "TestPallas::test_device_sync_waits_for_compiled_output":
+        "attention over (8, 32, 8192, 256) bfloat16: a 64 GiB score matrix, and the CPU plugin's "
+        "device memory is this machine's host memory (24 GiB); it also imports "
+        "torch_tpu._internal.sync, which we do not provide",
+}
 
 
 def unpack(folder: Path) -> Path:
@@ -54,8 +61,10 @@ def run(mode: str, root: Path, timeout: int, extra: list[str]) -> float:
     REPORT.mkdir(parents=True, exist_ok=True)
     xml = REPORT / f"{mode}.xml"
     xml.unlink(missing_ok=True)
+    deselect = [f"--deselect=test/test_pallas.py::{t}" for t in DESELECTED] if mode == "tpu" else []
     cmd = [sys.executable, "-m", "pytest", "test/test_pallas.py", "-q", "-p", "no:cacheprovider",
-           f"--timeout={timeout}", f"--junitxml={xml}", "-o", "junit_family=xunit1", *extra]
+           f"--timeout={timeout}", f"--junitxml={xml}", "-o", "junit_family=xunit1", *deselect,
+           *extra]
     print(f"[{mode}] {' '.join(cmd[1:])}", flush=True)
     start = time.monotonic()
     with open(REPORT / f"{mode}.log", "w") as log:
@@ -83,7 +92,7 @@ def rate(results) -> tuple[dict, float]:
     counts = defaultdict(int)
     for outcome, _ in results.values():
         counts[outcome] += 1
-    ran = counts["passed"] + counts["failed"] + counts["error"]
+    ran = counts["passed"] + counts["failed"] + counts["error"] + counts["deselected"]
     return counts, (counts["passed"] / ran if ran else 0.0)
 
 
@@ -102,21 +111,32 @@ def summary(fresh: set[str]):
         if not xml.is_file():
             continue
         results[mode] = outcomes(xml)
+        if mode == "tpu":
+            for test, why in DESELECTED.items():
+                results[mode].setdefault(f"test.test_pallas.{test}", ("deselected", why))
         counts, r = rate(results[mode])
         when = "" if mode in fresh else f" (earlier run, {time.ctime(xml.stat().st_mtime)})"
         print(f"{mode:>9}: pass rate {r:6.1%}  passed {counts['passed']}, failed {counts['failed']}, "
-              f"errors {counts['error']}, skipped {counts['skipped']}, xfailed {counts['xfailed']} "
-              f"of {len(results[mode])}{when}")
+              f"errors {counts['error']}, not run {counts['deselected']}, skipped "
+              f"{counts['skipped']}, xfailed {counts['xfailed']} of {len(results[mode])}{when}")
     if len(results) == 2:
-        rt, ri = rate(results["tpu"])[1], rate(results["interpret"])[1]
+        tpu, interpret = results["tpu"], results["interpret"]
+        rt, ri = rate(tpu)[1], rate(interpret)[1]
         print(f"tpu pass rate / interpret pass rate = {rt / ri if ri else 0.0:.1%}")
-        print_differences(results["tpu"], results["interpret"])
+        # The tests that both modes ran (each skips some that the other runs).
+        ran = {"passed", "failed", "error", "deselected"}
+        common = [t for t in tpu if tpu[t][0] in ran and interpret.get(t, ("",))[0] in ran]
+        ct = sum(tpu[t][0] == "passed" for t in common) / len(common) if common else 0.0
+        ci = sum(interpret[t][0] == "passed" for t in common) / len(common) if common else 0.0
+        print(f"on the {len(common)} tests both modes ran: tpu {ct:.1%}, interpret {ci:.1%}, "
+              f"ratio {ct / ci if ci else 0.0:.1%}")
+        print_differences(tpu, interpret)
 
 
 def print_differences(tpu, interpret):
     groups = defaultdict(list)
     for test, (outcome, message) in sorted(tpu.items()):
-        if outcome in ("failed", "error") and interpret.get(test, ("",))[0] == "passed":
+        if outcome in ("failed", "error", "deselected") and interpret.get(test, ("",))[0] == "passed":
             groups[error_class(message)].append(test)
     print(f"\npassed in interpret mode, not on tpu: {sum(map(len, groups.values()))}")
     for cls, tests in sorted(groups.items(), key=lambda g: -len(g[1])):

@@ -296,6 +296,17 @@ def _to_torch(dtype, who):
                     "cannot hold")
 
 
+def _internal_refs(closed) -> bool:
+    """Whether the function creates refs inside itself (`jax.new_ref`, as
+    Helion's TPU pipelines alias HBM with them). They are discharged into
+    plain values before lowering, as `jit` does (the module lowering refuses
+    their effect); a Pallas kernel writing through them keeps its writes only
+    in Mosaic (interpret mode, JAX's own included, loses them)."""
+    from jax._src import core
+
+    return any(isinstance(e, core.InternalMutableArrayEffect) for e in closed.effects)
+
+
 def _interpret_rules(interpreted: list):
     """Lowering rules that run Pallas kernels in interpret mode: `pallas_call`
     and `pl.kernel`'s `mpmd_map` (whose rule for a non-TPU platform builds a
@@ -320,7 +331,7 @@ def lower(fn, signature, who: str, *, check=True, trees=None) -> str:
     when given, receives the pytree structure of fn's result."""
     import jax
     from jax._src import sharding_impls
-    from jax._src.interpreters import mlir
+    from jax._src.interpreters import mlir, pxla
 
     platform = lowering_platform()
     params = mlir.LoweringParameters()
@@ -331,6 +342,9 @@ def lower(fn, signature, who: str, *, check=True, trees=None) -> str:
     with _traced(who, "tracing the function", signature), _x64(signature), _lowering_lock, \
             _no_backend_for_optional_questions(), _traced_for_the_chip():
         closed = jax.make_jaxpr(flat)(*abstract_values(signature, who))
+        refs = _internal_refs(closed)
+        if refs:
+            closed = pxla._discharge_internal_refs(closed)
         for aval in closed.out_avals:
             _to_torch(aval.dtype, who)
         n = len(closed.in_avals)
@@ -339,6 +353,11 @@ def lower(fn, signature, who: str, *, check=True, trees=None) -> str:
             platforms=(platform,), backend=None,
             axis_context=sharding_impls.ShardingContext(1), donated_args=[False] * n,
             lowering_parameters=params)
+    if interpreted and refs:
+        raise NotImplementedError(
+            f"{who}: the function creates refs (jax.new_ref) that its Pallas kernels write "
+            f"through; Pallas' interpret form, which runs kernels on this '{platform}' plugin, "
+            "loses those writes (only Mosaic, on a TPU, keeps them)")
     if interpreted:
         _note_interpret(platform)
     if check and not check_version(result.module, who):
