@@ -41,7 +41,12 @@ DESELECTED = {
         "attention over (8, 32, 8192, 256) bfloat16: a 64 GiB score matrix, and the CPU plugin's "
         "device memory is this machine's host memory (24 GiB); it also imports "
         "torch_tpu._internal.sync, which we do not provide",
+    "TestPallas::test_scalar_access_2D_constexpr":
+        "skipped in interpret mode as too expensive (its SMEM copy is unrolled element by "
+        "element); lowered in interpret form here, its compile passed 9 GiB of host memory",
 }
+# A run whose pytest process grows past this is stopped (the machine is shared).
+MEMORY_LIMIT = int(os.environ.get("HELION_SUITE_MEMORY_LIMIT_GB", "8")) * 2**30
 
 
 def unpack(folder: Path) -> Path:
@@ -68,8 +73,29 @@ def run(mode: str, root: Path, timeout: int, extra: list[str]) -> float:
     print(f"[{mode}] {' '.join(cmd[1:])}", flush=True)
     start = time.monotonic()
     with open(REPORT / f"{mode}.log", "w") as log:
-        subprocess.run(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+        child = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+        watch(child, mode)
     return time.monotonic() - start
+
+
+def watch(child: subprocess.Popen, mode: str):
+    """Waits for the run, stopping it if its memory passes MEMORY_LIMIT."""
+    import psutil
+
+    proc = psutil.Process(child.pid)
+    while child.poll() is None:
+        try:
+            rss = sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
+        except psutil.NoSuchProcess:
+            continue
+        if rss > MEMORY_LIMIT:
+            child.kill()
+            child.wait()
+            print(f"[{mode}] stopped: {rss / 2**30:.1f} GiB > {MEMORY_LIMIT / 2**30:.0f} GiB "
+                  f"(HELION_SUITE_MEMORY_LIMIT_GB); see {REPORT / (mode + '.log')} for the "
+                  "results so far", flush=True)
+            return
+        time.sleep(2)
 
 
 def outcomes(xml: Path) -> dict[str, tuple[str, str]]:

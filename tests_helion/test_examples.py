@@ -106,3 +106,19 @@ def test_cross_entropy(example):
     logits, labels = torch.randn(64, 512), torch.randint(0, 512, (64,))
     loss = example("cross_entropy").cross_entropy(*tpu(logits, labels.int()))
     close(loss, F.cross_entropy(logits, labels))
+
+
+def test_the_docs_example(tmp_path):
+    """docs/custom_kernels.md's Helion block (marked no-run there: the docs
+    examples run without Helion), in Helion's venv, from a file (Helion
+    reads a kernel's source)."""
+    import re
+    import runpy
+    import textwrap
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "custom_kernels.md"
+    (block,) = re.findall(r"```python no-run: needs Helion[^\n]*\n(.*?)```", page.read_text(), re.S)
+    script = tmp_path / "docs_helion_example.py"
+    script.write_text(textwrap.dedent(block))
+    runpy.run_path(str(script), run_name="__main__")
