@@ -50,3 +50,41 @@ def test_an_unknown_option_set_is_refused():
     assert supported._unreviewed(Config()) == []
     assert supported._unreviewed(Config(new_feature=1, new_table={"a": 1})) == [
         "new_feature (not tried with vLLM on tpu)", "new_table (not tried with vLLM on tpu)"]
+
+
+def _config(model=None, cache=None, parallel=None, **optional):
+    """A VllmConfig's fields as supported.py reads them, all at what the plugin accepts."""
+    from types import SimpleNamespace as NS
+    model = NS(**{"is_moe": False, "is_multimodal_model": False, "is_encoder_decoder": False,
+                  "is_hybrid": False, "is_attention_free": False, "runner_type": "generate",
+                  "model_impl": "auto", "logits_processors": None, "enable_sleep_mode": False,
+                  **(model or {})})
+    cache = NS(**{"kv_offloading_size": None, "kv_sharing_fast_prefill": False, **(cache or {})})
+    parallel = NS(**{"data_parallel_size": 1, "decode_context_parallel_size": 1,
+                     "prefill_context_parallel_size": 1, "enable_expert_parallel": False,
+                     "enable_eplb": False, **(parallel or {})})
+    return NS(model_config=model, cache_config=cache, parallel_config=parallel,
+              speculative_config=optional.pop("speculative_config", None), **optional)
+
+
+@pytest.mark.parametrize("config, named", [
+    ({"model": {"is_multimodal_model": True}}, "multimodal models"),
+    ({"model": {"is_encoder_decoder": True}}, "encoder-decoder models"),
+    ({"model": {"is_hybrid": True}}, "hybrid and attention-free models"),
+    ({"model": {"runner_type": "pooling"}}, "runner 'pooling'"),
+    ({"model": {"model_impl": "transformers"}}, "model implementation 'transformers'"),
+    ({"model": {"logits_processors": ["x.Y"]}}, "custom logits processors"),
+    ({"model": {"enable_sleep_mode": True}}, "sleep mode"),
+    ({"cache": {"kv_offloading_size": 4.0}}, "KV cache offloading"),
+    ({"parallel": {"data_parallel_size": 2}}, "data parallelism (data_parallel_size=2)"),
+    ({"parallel": {"decode_context_parallel_size": 2}}, "context parallelism"),
+    ({"parallel": {"enable_expert_parallel": True}}, "expert parallelism"),
+    ({"kv_transfer_config": object()}, "KV cache transfer / disaggregated prefill"),
+    ({"speculative_config": type("S", (), {"method": "eagle3"})()}, "speculative decoding method 'eagle3'"),
+])
+def test_each_class_of_untested_option_is_named(config, named):
+    # The same checks the engine start runs (above), on configs built here:
+    # each names its option, and the accepted baseline names none.
+    assert supported._untested_features(_config()) == []
+    found = supported._untested_features(_config(**config))
+    assert len(found) == 1 and named in found[0], found
