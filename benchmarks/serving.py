@@ -9,6 +9,13 @@ warm-up compiles or loads every program then) and the program cache misses
 of each of two passes (0: nothing compiled or loaded after start-up); checks that
 every backend's greedy tokens agree. Writes benchmarks/results/serving.{json,png}.
 
+With --speculative ngram it measures speculative decoding instead, side by
+side on the same requests: vLLM on tpu with n-gram drafts (3 tokens, prompt
+lookup up to 3) and without, reporting the drafts' acceptance rate and the
+speed-up; each prompt then repeats its first half (n-gram drafts come from
+text that recurs, as in editing or summarizing). Writes
+benchmarks/results/serving_speculative_ARCH.json.
+
 Run with vLLM's venv (make vllm-env): .venv-vllm/bin/python benchmarks/serving.py
 """
 import argparse
@@ -19,6 +26,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The other scripts here must not shadow packages vLLM imports (kernels.py
+# shadows HF's `kernels`).
+sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.join(ROOT, "benchmarks")]
 sys.path.insert(0, os.path.join(ROOT, "tests_vllm"))
 import tiny_models  # noqa: E402
 
@@ -46,14 +56,16 @@ def run_vllm(spec):
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
     start = time.perf_counter()   # on tpu, start-up includes the warm-up of every program
-    llm = LLM(model=spec["model"], dtype="float32", max_model_len=1024, seed=0,
-              kv_cache_memory_bytes=spec.get("kv_bytes", 64 << 20), max_num_seqs=spec["max_num_seqs"])
+    llm = LLM(model=spec["model"], dtype="float32", max_model_len=spec.get("max_model_len", 1024), seed=0,
+              kv_cache_memory_bytes=spec.get("kv_bytes", 64 << 20), max_num_seqs=spec["max_num_seqs"],
+              disable_log_stats=not spec.get("log_stats"), speculative_config=spec.get("speculative"))
     startup = time.perf_counter() - start
     engine = llm.llm_engine
     params = SamplingParams(temperature=0, max_tokens=spec["max_tokens"], ignore_eos=True)
     results = []
     for rep in range(spec["passes"]):
         torch_tpu.reset_metrics()
+        drafted = spec_decode_counts(llm)
         t0 = time.perf_counter()
         stamps = {}
         for i, p in enumerate(spec["prompts"][rep]):
@@ -69,10 +81,19 @@ def run_vllm(spec):
         wall = time.perf_counter() - t0
         m = torch_tpu.metrics()
         n = len(spec["prompts"][rep])
+        drafts, accepted = (b - a for a, b in zip(drafted, spec_decode_counts(llm)))
         results.append(summarize(spec["name"], [t0] * n, [stamps[i] for i in range(n)], wall, {
             "pass": rep, "programs_compiled": m["graphs_compiled"], "program_cache_misses": m["cache_misses"],
-            "startup_seconds": startup, "tokens": [tokens[i] for i in range(n)]}))
+            "startup_seconds": startup, "tokens": [tokens[i] for i in range(n)],
+            "draft_tokens": drafts, "accepted_tokens": accepted}))
     print(json.dumps(results))
+
+
+def spec_decode_counts(llm):
+    """(draft tokens, accepted draft tokens) so far, from vLLM's metrics."""
+    counters = {c.name: c.value for c in llm.get_metrics() if hasattr(c, "value")}
+    return (counters.get("vllm:spec_decode_num_draft_tokens", 0),
+            counters.get("vllm:spec_decode_num_accepted_tokens", 0))
 
 
 def run_hf_tpu(spec):
@@ -136,11 +157,18 @@ def main():
     ap.add_argument("--max-num-seqs", type=int, default=32)
     ap.add_argument("--hf-requests", type=int, default=8,
                     help="HF generate() serves this many of the requests (its rate is per token)")
+    ap.add_argument("--speculative", choices=["ngram"],
+                    help="measure vLLM on tpu with this speculative decoding against without it")
+    ap.add_argument("--arch", default="llama-bench",
+                    help="tiny model (tests_vllm/tiny_models.py) of --speculative: random weights "
+                         "decide how often the output repeats what n-gram drafts can find")
     ap.add_argument("--child", nargs=2)
     args = ap.parse_args()
     if args.child:
         kind, spec = args.child
         return {"vllm": run_vllm, "hf": run_hf_tpu}[kind](json.loads(spec))
+    if args.speculative:
+        return speculative(args)
 
     folder = tiny_models.build("llama-bench", os.path.join(ROOT, "benchmarks", "results", "models"))
     # Pass 0 warms up (compiles); pass 1, measured, has other prompts of the same
@@ -188,6 +216,39 @@ def main():
         fig.savefig(os.path.join(out, "serving.png"))
     except ImportError:
         print("matplotlib is not installed: no chart")
+
+
+NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3}
+
+
+def speculative(args):
+    """vLLM on tpu with n-gram speculative decoding and without, on the same requests."""
+    folder = tiny_models.build(args.arch, os.path.join(ROOT, "benchmarks", "results", "models"))
+    prompts = [[p + p[: len(p) // 2] for p in tiny_models.prompts(args.requests, args.min_len, args.max_len,
+                                                                  VOCAB, seed=7 + rep)]
+               for rep in range(2)]
+    base = {"model": folder, "prompts": prompts, "max_tokens": args.max_tokens,
+            "max_num_seqs": args.max_num_seqs, "passes": 2, "log_stats": True,   # both: drafts are counted
+            "max_model_len": json.load(open(os.path.join(folder, "config.json")))["max_position_embeddings"]}
+    plain = in_subprocess("vllm", {**base, "name": "vllm_tpu"}, {})
+    spec = in_subprocess("vllm", {**base, "name": "vllm_tpu_ngram", "speculative": NGRAM}, {})
+    rows = [plain[1], spec[1]]              # the second pass: after warm-up
+    report = {"args": vars(args), "speculative_config": NGRAM, "first_pass": [plain[0], spec[0]],
+              "after_warmup": rows, "tokens_agree": plain[1]["tokens"] == spec[1]["tokens"],
+              "acceptance_rate": spec[1]["accepted_tokens"] / max(1, spec[1]["draft_tokens"]),
+              "speed_up": spec[1]["tokens_per_s"] / plain[1]["tokens_per_s"]}
+    for r in plain + spec:
+        r.pop("tokens")
+    out = os.path.join(ROOT, "benchmarks", "results")
+    os.makedirs(out, exist_ok=True)
+    json.dump(report, open(os.path.join(out, f"serving_speculative_{args.arch}.json"), "w"), indent=1)
+    for r in rows:
+        print(f"{r['backend']:<16} {r['tokens_per_s']:8.1f} tok/s  TTFT p50 {r['ttft_p50']*1e3:7.1f} ms  "
+              f"ITL p50 {r['itl_p50']*1e3:6.1f} ms p99 {r['itl_p99']*1e3:6.1f} ms  "
+              f"program cache misses {r['program_cache_misses']}")
+    print(f"n-gram drafts: {spec[1]['accepted_tokens']} of {spec[1]['draft_tokens']} draft tokens accepted "
+          f"({report['acceptance_rate']:.0%}); speed-up {report['speed_up']:.2f}x; "
+          f"tokens agree: {report['tokens_agree']}")
 
 
 if __name__ == "__main__":
