@@ -110,6 +110,18 @@ def test_jax_callable_static_arguments_none_and_pytree_results():
         call(x.to("tpu"), x.to("tpu"), None)
 
 
+def test_jax_callable_without_tensor_inputs():
+    def iota_kernel(o_ref):
+        o_ref[...] = jax.lax.broadcasted_iota(jnp.float32, o_ref.shape, 1)
+
+    def iota():
+        return pl.pallas_call(iota_kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32))()
+
+    out = tpu_pallas.JaxCallable(name="t_noinput", jit_fn=jax.jit(iota), trace_key="t_noinput")()
+    assert out.device.type == "tpu"
+    torch.testing.assert_close(out.cpu(), torch.arange(128.0).expand(8, 128), rtol=0, atol=0)
+
+
 def test_jax_placeholder_is_the_tensors_shape_and_dtype():
     t = torch.empty(3, 5, dtype=torch.bfloat16, device="meta")
     p = tpu_pallas.jax_placeholder(t)

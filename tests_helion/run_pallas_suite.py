@@ -41,10 +41,22 @@ DESELECTED = {
         "attention over (8, 32, 8192, 256) bfloat16: a 64 GiB score matrix, and the CPU plugin's "
         "device memory is this machine's host memory (24 GiB); it also imports "
         "torch_tpu._internal.sync, which we do not provide",
-    "TestPallas::test_scalar_access_2D_constexpr":
-        "skipped in interpret mode as too expensive (its SMEM copy is unrolled element by "
-        "element); lowered in interpret form here, its compile passed 9 GiB of host memory",
 }
+# Skipped in interpret mode (the bitonic top-k does not run there); in interpret
+# form here test_topk_bf16_vocab_reduction's and test_topk_divide_and_filter_lowering's
+# compiles passed 8 GiB (the other two are of the same kernel).
+for _test in ("test_topk_bf16_vocab_reduction", "test_topk_divide_and_filter_lowering",
+              "test_topk_recall_target_default_099", "test_topk_recall_target_is_configurable"):
+    DESELECTED[f"TestPallas::{_test}"] = (
+        "skipped in interpret mode (its bitonic top-k does not run there); in interpret form "
+        "here its compile passes 8 GiB of host memory")
+# Skipped in interpret mode as too expensive (an SMEM copy unrolled element by
+# element); lowered in interpret form here, each one's compile passed 8 GiB.
+for _test in ("test_scalar_access_2D_constexpr", "test_scalar_access_hl_grid_2d",
+              "test_scalar_access_hl_grid_2d_nested"):
+    DESELECTED[f"TestPallas::{_test}"] = (
+        "skipped in interpret mode as too expensive (its SMEM copy is unrolled element by "
+        "element); in interpret form here its compile passes 8 GiB of host memory")
 # A run whose pytest process grows past this is stopped (the machine is shared).
 MEMORY_LIMIT = int(os.environ.get("HELION_SUITE_MEMORY_LIMIT_GB", "8")) * 2**30
 

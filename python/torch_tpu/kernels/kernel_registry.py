@@ -141,6 +141,10 @@ def call(name: str, key: str, inputs, output_shapes, donate_argnums=(), device_a
                          f"{signature_text(_types(output_shapes))}")
     if not outs:
         return []
+    if not inputs:
+        # An operator with no tensor argument has no device to dispatch on:
+        # the kernel runs on the current tpu device.
+        return list(_registered_kernel(inputs, name, key))
     return list(torch.ops.torch_tpu.registered_kernel(inputs, name, key))
 
 
