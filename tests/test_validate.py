@@ -292,7 +292,8 @@ def test_zero_initialized_parameters_are_woken_so_routing_has_no_ties():
 
 
 @pytest.mark.parametrize("model_type,expected", [
-    ("clip", {"input_ids", "pixel_values"}),   # two towers: both inputs
+    # two towers: both inputs, the text padded with its mask (CLIP has a pad token)
+    ("clip", {"attention_mask", "input_ids", "pixel_values"}),
     ("llava", {"input_ids"}),                  # image features at image tokens: text alone
     ("vit", {"pixel_values"}),
 ])
