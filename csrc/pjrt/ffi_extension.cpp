@@ -91,12 +91,11 @@ struct Registered {
 }  // namespace
 
 std::string ffi_platform(const Plugin& plugin, const std::string& client_platform) {
-#ifndef TORCH_TPU_XLA_FFI
-  return "";
-#endif
+#ifdef TORCH_TPU_XLA_FFI
   if (find(plugin) == nullptr) return "";
   if (client_platform == "cpu") return "Host";
   if (client_platform == "cuda" || client_platform == "gpu") return "CUDA";
+#endif
   return "";
 }
 

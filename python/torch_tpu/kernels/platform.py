@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 
-import torch
+import numpy as np
 
 from .. import _C
 from .ffi import ffi_op
@@ -65,7 +65,6 @@ def paged_attention(query, kv_cache, key_blocks, query_index, query_pos, output_
     name = target("paged_attention")
     if name is None:
         return None
-    import numpy as np
     key = (float(scale), float(soft_cap or 0.0), int(window or 0), int(block_size))
     op = _ops.get(key)
     if op is None:
