@@ -5,7 +5,6 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/tensor_bridge.h"
-#include "common/env.h"
 #include "kernels/kernels.h"
 #include "pjrt/ffi_extension.h"
 #include "runtime/runtime.h"
@@ -34,10 +33,10 @@ void bind_ffi(py::module& m) {
     }
     return out;
   }, "The platform kernels: (name, custom-call target, what it replaces, {platform: handler address})");
-  m.def("_kernels_choice", []() {
-    if (!env().kernels_error.empty()) throw py::value_error(env().kernels_error);
-    return env().composite_kernels ? "composite" : "platform";
-  }, "TORCH_TPU_KERNELS: 'platform' or 'composite' (ValueError for another value)");
+  m.def("_kernel_target", [](const std::string& name) {
+    auto& client = runtime::Runtime::get().client();
+    return translate_errors([&] { return kernels::target(name, client.plugin(), client.platform_name()); });
+  }, "Platform kernel name's custom-call target, its handler registered ('' where its composite runs)");
 }
 
 }  // namespace torch_tpu::aten

@@ -221,6 +221,19 @@ class Builder {
                            int64_t channel = 0);
   Value replica_id();  // -> tensor<ui32>
 
+  // ---- typed-FFI custom calls (hlo/builder_custom_call.cpp)
+  // `stablehlo.custom_call @target` with api_version = 4: the handler
+  // registered under `target` runs inside the program, binding `attrs` with
+  // .Attr<T>(name) from the call's backend_config dictionary.
+  struct FfiAttr {
+    std::string name, text;  // text: the attribute's MLIR literal with its type
+    static FfiAttr f32(const std::string& name, double v);
+    static FfiAttr i64(const std::string& name, int64_t v);
+    static FfiAttr boolean(const std::string& name, bool v);
+  };
+  std::vector<Value> custom_call(const std::string& target, const std::vector<Value>& operands,
+                                 const std::vector<TensorType>& results, const std::vector<FfiAttr>& attrs);
+
   // Emit any op: `attrs` is the text inside `{...}` (may be empty).
   Value op(const std::string& name, const std::vector<Value>& operands, const TensorType& result,
            const std::string& attrs = "");

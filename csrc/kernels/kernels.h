@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+namespace torch_tpu::pjrt {
+class Plugin;
+}
+
 namespace torch_tpu::kernels {
 
 struct Handler {
@@ -27,5 +31,15 @@ struct Kernel {
 
 // Every platform kernel, sorted by name.
 const std::vector<Kernel>& table();
+
+// The one way to ask whether kernel `name` runs here (lowerings through
+// lowering::Context::kernel_target, Python through kernels/platform.py): its
+// custom-call target, with its handler registered with `plugin` for a client
+// of `client_platform` (PJRT's "cpu", "cuda"); "" where the composite runs
+// (TORCH_TPU_KERNELS=composite, a plugin without FFI, no handler for the
+// platform). The plugin's registry is the process's: the first call
+// registers, later ones (a restarted client's included) find it registered.
+// An unknown name is a ValueError naming the kernels there are.
+std::string target(const std::string& name, const pjrt::Plugin& plugin, const std::string& client_platform);
 
 }  // namespace torch_tpu::kernels

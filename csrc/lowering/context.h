@@ -4,6 +4,8 @@
 // each launch).
 #pragma once
 
+#include <string>
+
 #include "hlo/builder.h"
 #include "lowering/arg.h"
 
@@ -19,6 +21,11 @@ class Context {
   virtual hlo::Value number(const Arg& a, hlo::ElementType t) = 0;
   // The generator state of an Rng argument as a ui64[2] parameter.
   virtual hlo::Value rng_state(const Arg& a) = 0;
+  // The custom-call target of platform kernel `name` (csrc/kernels/kernels.h)
+  // with its handler registered, or "" where its composite lowering runs.
+  // A lowering that emits the call (Builder::custom_call) keeps the composite
+  // for "".
+  virtual std::string kernel_target(const std::string& name) = 0;
 
   hlo::Builder& b;
   // torch.get_default_dtype(): the type of Python floats in promotion.

@@ -37,6 +37,7 @@ class ElementContext final : public Context {
     return it->second;
   }
   Value rng_state(const Arg& a) override { return outer_.rng_state(a); }
+  std::string kernel_target(const std::string& name) override { return outer_.kernel_target(name); }
 
  private:
   Context& outer_;

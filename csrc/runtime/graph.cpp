@@ -6,9 +6,11 @@
 
 #include "common/error.h"
 #include "common/release_queue.h"
+#include "kernels/kernels.h"
 #include "lowering/common.h"
 #include "lowering/custom_call.h"
 #include "lowering/padded.h"
+#include "runtime/runtime.h"
 
 namespace torch_tpu::runtime {
 
@@ -71,6 +73,11 @@ class NodeContext : public lowering::Context {
               " is not a generator");
     numbers_.push_back({index_, a.index, ElementType::U64, true});
     return b.parameter({ElementType::U64, {2}});
+  }
+
+  std::string kernel_target(const std::string& name) override {
+    const pjrt::Client& client = Runtime::get().client();
+    return kernels::target(name, client.plugin(), client.platform_name());
   }
 
  private:

@@ -134,6 +134,25 @@ TEST(Printer, RegionText) {
             "}\n");
 }
 
+TEST(Printer, CustomCallText) {
+  Builder b;
+  Value x = b.parameter({ET::F32, {2}});
+  auto r = b.custom_call("my_kernel", {x}, {{ET::F32, {2}}, {ET::I64, {}}},
+                         {Builder::FfiAttr::f32("scale", 0.5), Builder::FfiAttr::i64("n", -3),
+                          Builder::FfiAttr::boolean("causal", true)});
+  EXPECT_EQ(b.module(r),
+            "module @torch_tpu {\n"
+            "  func.func public @main(%v0: tensor<2xf32>) -> (tensor<2xf32>, tensor<i64>) {\n"
+            "    %v1, %v2 = \"stablehlo.custom_call\"(%v0) {api_version = 4 : i32, backend_config = "
+            "{scale = 0x3F000000 : f32, n = -3 : i64, causal = true}, call_target_name = \"my_kernel\"} : "
+            "(tensor<2xf32>) -> (tensor<2xf32>, tensor<i64>)\n"
+            "    \"func.return\"(%v1, %v2) : (tensor<2xf32>, tensor<i64>) -> ()\n"
+            "  }\n"
+            "}\n");
+  EXPECT_THROW(b.custom_call("", {x}, {{ET::F32, {2}}}, {}), Error);
+  EXPECT_THROW(b.custom_call("k", {x}, {{ET::F32, {2}}}, {Builder::FfiAttr::f32("s", kInf)}), Error);
+}
+
 TEST(Printer, Literals) {
   EXPECT_EQ(literal(kInf, ET::F32), "0x7F800000");
   EXPECT_EQ(literal(1.0, ET::BF16), "0x3F80");

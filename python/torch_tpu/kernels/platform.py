@@ -10,15 +10,11 @@ with. `table()` says which kernel runs where.
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from .. import _C
 from .ffi import ffi_op
 
-_lock = threading.Lock()
-_targets: dict[str, str | None] = {}
 _ops: dict[tuple, object] = {}
 
 
@@ -34,27 +30,9 @@ def table() -> list[dict]:
 
 def target(name: str) -> str | None:
     """The custom-call target of kernel `name`, its handler registered with
-    the plugin; None where the composite runs instead."""
-    if name in _targets:
-        return _targets[name]
-    with _lock:
-        if name not in _targets:
-            _targets[name] = _register(name)
-    return _targets[name]
-
-
-def _register(name: str) -> str | None:
-    kernels = {row[0]: row for row in _C._platform_kernels()}
-    if name not in kernels:
-        raise KeyError(f"torch_tpu: no platform kernel named {name!r} (there are {', '.join(sorted(kernels))})")
-    if _C._kernels_choice() == "composite":
-        return None
-    platform = _C._ffi_platform()
-    _, target_name, _, handlers = kernels[name]
-    if not platform or platform not in handlers:
-        return None
-    _C._ffi_register_handler(target_name, handlers[platform], platform)
-    return target_name
+    the plugin; None where the composite runs instead. The C++ lowerings ask
+    the same question through the same code (kernels::target)."""
+    return _C._kernel_target(name) or None
 
 
 def paged_attention(query, kv_cache, key_blocks, query_index, query_pos, output_index, *, scale: float,
