@@ -5,6 +5,8 @@
 
 // Defined beside their computations (XLA_FFI_DEFINE_HANDLER_SYMBOL).
 extern "C" XLA_FFI_Error* torch_tpu_paged_attention_host(XLA_FFI_CallFrame* frame);
+extern "C" XLA_FFI_Error* torch_tpu_sdpa_backward_host(XLA_FFI_CallFrame* frame);
+extern "C" XLA_FFI_Error* torch_tpu_sdpa_forward_host(XLA_FFI_CallFrame* frame);
 #endif
 
 namespace torch_tpu::kernels {
@@ -17,11 +19,17 @@ const std::vector<Kernel>& table() {
       {"paged_attention", "torch_tpu_paged_attention",
        "the vLLM backend's composite (integrations/vllm/attention.py)",
        {{"Host", reinterpret_cast<void*>(&torch_tpu_paged_attention_host)}}},
+      {"sdpa_backward", "torch_tpu_sdpa_backward", "the composite SDPA backward (lowering/attention.cpp)",
+       {{"Host", reinterpret_cast<void*>(&torch_tpu_sdpa_backward_host)}}},
+      {"sdpa_forward", "torch_tpu_sdpa_forward", "the composite SDPA (lowering/attention.cpp)",
+       {{"Host", reinterpret_cast<void*>(&torch_tpu_sdpa_forward_host)}}},
   };
 #else
   static const std::vector<Kernel> kernels = {
       {"paged_attention", "torch_tpu_paged_attention",
        "the vLLM backend's composite (integrations/vllm/attention.py)", {}},
+      {"sdpa_backward", "torch_tpu_sdpa_backward", "the composite SDPA backward (lowering/attention.cpp)", {}},
+      {"sdpa_forward", "torch_tpu_sdpa_forward", "the composite SDPA (lowering/attention.cpp)", {}},
   };
 #endif
   return kernels;

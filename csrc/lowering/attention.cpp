@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "lowering/attention_kernel.h"
 #include "lowering/common.h"
 #include "lowering/registry.h"
 
@@ -217,6 +218,11 @@ Values lower_sdpa_overrideable(Context& ctx, const Args& a) {
   Value q = a[0].as_tensor(), k = a[1].as_tensor(), v = a[2].as_tensor();
   double dropout = a[4].as_float();
   Attention at = read(ctx, q, k, v, a[3].opt_tensor(), a[5].as_bool(), a[7], op);
+  // The kernel draws no dropout mask: with dropout the composite runs.
+  if (dropout <= 0)
+    if (auto r = sdpa_kernel_forward(ctx, {q, k, v, at.bias, at.causal, at.scale}))
+      return {(*r)[0], (*r)[1], b.zeros(E::I64, {0}), b.zeros(E::I64, {0}), b.constant_int(0, E::I64),
+              b.constant_int(0, E::I64), b.zeros(q.dtype(), {0})};
   Value s = scores(b, at);
   RowSoftmax rows = row_softmax(b, s);
   Value lse = row_logsumexp(b, rows);
@@ -261,6 +267,14 @@ Values lower_sdpa_overrideable_backward(Context& ctx, const Args& a) {
   auto bias = a[4].opt_tensor();
   double dropout = a[12].as_float();
   Attention at = read(ctx, q, k, v, bias, a[13].as_bool(), a[16], op);
+  // The kernel gives no mask gradient (an L x S tensor): the composite does.
+  const bool mask_grad = bias && bias->dtype() != E::Bool && a[5].bools.size() > 3 && a[5].bools[3];
+  if (dropout <= 0 && !mask_grad)
+    if (auto r = sdpa_kernel_backward(ctx, {q, k, v, at.bias, at.causal, at.scale}, g, a[6].as_tensor(),
+                                      a[7].as_tensor())) {
+      r->push_back(b.zeros(q.dtype(), {0}));
+      return *r;
+    }
   int64_t r = at.rank();
   Dims batch = at.batch();
 

@@ -1,0 +1,384 @@
+// Fused scaled dot-product attention for XLA's CPU plugin, forward and
+// backward, flash-attention style: keys are visited in tiles with an online
+// softmax (a running row max and sum rescale what was accumulated), so no
+// L x S score tensor exists -- memory is linear in the sequence lengths.
+//
+// Operands are those of the composite lowering (lowering/attention.cpp), which
+// stays the fallback and the reference, in f32 and flattened by the lowering
+// to q [B, Hq, L, E], k [B, Hk, S, E], v [B, Hk, S, Ev]; query head h reads
+// key/value head h / (Hq / Hk) (grouped-query attention). The mask is
+// [mb, mh, ml, ms], each 1 (broadcast) or the full size, boolean (true:
+// attend) or additive f32; a zero-element mask is no mask. `causal` lets
+// query i see keys 0..i (top-left, as the composite). Scores are q.k * scale.
+//
+// Forward: one item per (batch, head, query tile) gives out and the row
+// logsumexp (-inf for a row that sees nothing, whose output is zero).
+// Backward: one item per (batch, key/value head, key tile) owns that tile's
+// dk and dv and adds into dq, which each thread keeps a copy of (summed at
+// the end); probabilities are recomputed from the saved logsumexp, except in
+// rows whose logsumexp is so large that f32 lost its log(sum) part (Hugging
+// Face pads with finfo.min added to the scores): those rows' max and sum are
+// recomputed from the keys, as the composite divides by the sum.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "kernels/parallel.h"
+#include "xla/ffi/api/ffi.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// The plugin's own code is compiled for the host's vector units; ours is
+// built for any x86-64, so the hot loops come in AVX-512, AVX2 and baseline
+// forms chosen when the library loads.
+#define TORCH_TPU_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TORCH_TPU_VECTOR_CLONES
+#endif
+
+namespace torch_tpu::kernels {
+
+namespace {
+
+namespace ffi = xla::ffi;
+
+constexpr int64_t kTq = 64;  // query rows per forward item
+constexpr int64_t kTk = 64;  // keys per tile
+// Past this magnitude a logsumexp's f32 spacing exceeds 3e-5: its row's max
+// and sum are recomputed rather than trusted.
+constexpr float kExactLse = 256.0f;
+
+struct Problem {
+  int64_t B, Hq, Hk, G, L, S, E, Ev;
+  float scale;
+  bool causal;
+  const float *q, *k, *v;
+  // The mask: none, boolean or additive, with a stride of 0 on broadcast dims.
+  enum class Mask { None, Bool, Add } mask = Mask::None;
+  const bool* mask_bool = nullptr;
+  const float* mask_add = nullptr;
+  int64_t mask_stride[4] = {0, 0, 0, 0};
+
+  const float* q_row(int64_t b, int64_t h, int64_t i) const { return q + ((b * Hq + h) * L + i) * E; }
+  const float* k_row(int64_t b, int64_t h, int64_t j) const { return k + ((b * Hk + h) * S + j) * E; }
+  const float* v_row(int64_t b, int64_t h, int64_t j) const { return v + ((b * Hk + h) * S + j) * Ev; }
+};
+
+// Key tile [j0, j0 + n) transposed into t[e * kTk + j] (zeros past n), so
+// that a query row's scores are a sum of scaled rows of t.
+void transpose_tile(const float* rows, int64_t n, int64_t width, float* t) {
+  std::fill(t, t + width * kTk, 0.0f);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t e = 0; e < width; ++e) t[e * kTk + j] = rows[j * width + e];
+}
+
+// s[j] = sum_e x[e] * t[e][j] * scale, for the kTk keys of a tile.
+TORCH_TPU_VECTOR_CLONES
+void row_times_tile(const float* x, const float* t, int64_t width, float scale, float* s) {
+  float acc[kTk] = {};
+  for (int64_t e = 0; e < width; ++e) {
+    const float xe = x[e];
+    const float* te = t + e * kTk;
+#pragma omp simd
+    for (int64_t j = 0; j < kTk; ++j) acc[j] += xe * te[j];
+  }
+#pragma omp simd
+  for (int64_t j = 0; j < kTk; ++j) s[j] = acc[j] * scale;
+}
+
+// y += w * x over n elements.
+TORCH_TPU_VECTOR_CLONES
+void axpy(float w, const float* x, float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] += w * x[i];
+}
+
+TORCH_TPU_VECTOR_CLONES
+float dot(const float* a, const float* b, int64_t n) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// The mask and causality applied to a row of scores: keys j0 + j, j < n, of
+// query i; keys past n get -inf.
+void mask_row(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t n, float* s) {
+  for (int64_t j = n; j < kTk; ++j) s[j] = -INFINITY;
+  if (p.causal)
+    for (int64_t j = std::max<int64_t>(0, i + 1 - j0); j < n; ++j) s[j] = -INFINITY;
+  if (p.mask == Problem::Mask::None) return;
+  const int64_t* st = p.mask_stride;
+  int64_t base = b * st[0] + h * st[1] + i * st[2] + j0 * st[3];
+  if (p.mask == Problem::Mask::Bool) {
+    for (int64_t j = 0; j < n; ++j)
+      if (!p.mask_bool[base + j * st[3]]) s[j] = -INFINITY;
+  } else {
+    for (int64_t j = 0; j < n; ++j) s[j] += p.mask_add[base + j * st[3]];
+  }
+}
+
+// The keys a query row may see end before this (causal), else at S.
+int64_t key_end(const Problem& p, int64_t last_row) {
+  return p.causal ? std::min(p.S, last_row + 1) : p.S;
+}
+
+// ---- forward
+
+struct ForwardScratch {
+  std::vector<float> kt, s, acc, m, l;
+  explicit ForwardScratch(const Problem& p)
+      : kt(p.E * kTk), s(kTq * kTk), acc(kTq * p.Ev), m(kTq), l(kTq) {}
+};
+
+void forward_item(const Problem& p, int64_t item, ForwardScratch& w, float* out, float* lse) {
+  const int64_t tiles = (p.L + kTq - 1) / kTq;
+  // The last query tiles see the most keys (causal): they go first.
+  const int64_t qt = tiles - 1 - item % tiles, bh = item / tiles, b = bh / p.Hq, h = bh % p.Hq;
+  const int64_t kvh = h / p.G, i0 = qt * kTq, rows = std::min(kTq, p.L - i0);
+  std::fill(w.acc.begin(), w.acc.end(), 0.0f);
+  std::fill(w.m.begin(), w.m.end(), -INFINITY);
+  std::fill(w.l.begin(), w.l.end(), 0.0f);
+  const int64_t end = key_end(p, i0 + rows - 1);
+  for (int64_t j0 = 0; j0 < end; j0 += kTk) {
+    const int64_t n = std::min(kTk, p.S - j0);
+    transpose_tile(p.k_row(b, kvh, j0), n, p.E, w.kt.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      float* s = &w.s[r * kTk];
+      row_times_tile(p.q_row(b, h, i0 + r), w.kt.data(), p.E, p.scale, s);
+      mask_row(p, b, h, i0 + r, j0, n, s);
+      float top = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) top = std::max(top, s[j]);
+      const float m_new = std::max(w.m[r], top);
+      if (m_new == -INFINITY) continue;  // nothing seen yet
+      const float alpha = std::exp(w.m[r] - m_new);
+      float* acc = &w.acc[r * p.Ev];
+      if (alpha != 1.0f)
+        for (int64_t e = 0; e < p.Ev; ++e) acc[e] *= alpha;
+      float sum = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const float pj = std::exp(s[j] - m_new);
+        sum += pj;
+        if (pj != 0.0f) axpy(pj, p.v_row(b, kvh, j0 + j), acc, p.Ev);
+      }
+      w.l[r] = w.l[r] * alpha + sum;
+      w.m[r] = m_new;
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row = (b * p.Hq + h) * p.L + i0 + r;
+    float* o = out + row * p.Ev;
+    const float l = w.l[r], inv = l > 0 ? 1.0f / l : 0.0f;
+    for (int64_t e = 0; e < p.Ev; ++e) o[e] = w.acc[r * p.Ev + e] * inv;
+    lse[row] = l > 0 ? w.m[r] + std::log(l) : -INFINITY;
+  }
+}
+
+// ---- backward
+
+// Per query row: p = exp(s - max) * inv_sum (inv_sum = 0: the row sees
+// nothing), and delta = rowsum(dout * out).
+struct RowStats {
+  std::vector<float> max, inv_sum, delta;
+};
+
+// A row's max and 1 / sum over every key it sees.
+void recompute_row(const Problem& p, int64_t b, int64_t h, int64_t i, float& max, float& inv_sum) {
+  std::vector<float> kt(p.E * kTk), s(kTk);
+  float m = -INFINITY, l = 0;
+  for (int64_t j0 = 0; j0 < key_end(p, i); j0 += kTk) {
+    const int64_t n = std::min(kTk, p.S - j0);
+    transpose_tile(p.k_row(b, h / p.G, j0), n, p.E, kt.data());
+    row_times_tile(p.q_row(b, h, i), kt.data(), p.E, p.scale, s.data());
+    mask_row(p, b, h, i, j0, n, s.data());
+    float top = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) top = std::max(top, s[j]);
+    const float m_new = std::max(m, top);
+    if (m_new == -INFINITY) continue;
+    l *= std::exp(m - m_new);
+    for (int64_t j = 0; j < n; ++j) l += std::exp(s[j] - m_new);
+    m = m_new;
+  }
+  max = m;
+  inv_sum = l > 0 ? 1.0f / l : 0.0f;
+}
+
+RowStats row_stats(const Problem& p, const float* lse, const float* dout, const float* out) {
+  const int64_t rows = p.B * p.Hq * p.L;
+  RowStats st{std::vector<float>(rows), std::vector<float>(rows), std::vector<float>(rows)};
+  for (int64_t row = 0; row < rows; ++row) {
+    st.delta[row] = dot(dout + row * p.Ev, out + row * p.Ev, p.Ev);
+    const float x = lse[row];
+    if (x == -INFINITY) {
+      st.max[row] = 0, st.inv_sum[row] = 0;
+    } else if (std::fabs(x) <= kExactLse) {
+      st.max[row] = x, st.inv_sum[row] = 1;
+    } else {
+      const int64_t i = row % p.L, bh = row / p.L;
+      recompute_row(p, bh / p.Hq, bh % p.Hq, i, st.max[row], st.inv_sum[row]);
+    }
+  }
+  return st;
+}
+
+struct BackwardScratch {
+  std::vector<float> kt, vt, s, dp, dk, dv;
+  float* dq;  // this thread's copy of dq [B, Hq, L, E]
+  BackwardScratch(const Problem& p, float* dq)
+      : kt(p.E * kTk), vt(p.Ev * kTk), s(kTk), dp(kTk), dk(kTk * p.E), dv(kTk * p.Ev), dq(dq) {}
+};
+
+void backward_item(const Problem& p, const RowStats& st, const float* dout, int64_t item, BackwardScratch& w,
+                   float* dk, float* dv) {
+  // Key tiles in order: the first ones have the most query rows (causal).
+  const int64_t bhk = p.B * p.Hk, kt = item / bhk, b = (item % bhk) / p.Hk, kvh = item % p.Hk;
+  const int64_t j0 = kt * kTk, n = std::min(kTk, p.S - j0);
+  transpose_tile(p.k_row(b, kvh, j0), n, p.E, w.kt.data());
+  transpose_tile(p.v_row(b, kvh, j0), n, p.Ev, w.vt.data());
+  std::fill(w.dk.begin(), w.dk.end(), 0.0f);
+  std::fill(w.dv.begin(), w.dv.end(), 0.0f);
+  float* s = w.s.data();
+  float* dp = w.dp.data();
+  for (int64_t g = 0; g < p.G; ++g) {
+    const int64_t h = kvh * p.G + g;
+    for (int64_t i = p.causal ? std::min(j0, p.L) : 0; i < p.L; ++i) {
+      const int64_t row = (b * p.Hq + h) * p.L + i;
+      const float inv_sum = st.inv_sum[row];
+      if (inv_sum == 0.0f) continue;  // sees nothing: no gradient
+      const float* qi = p.q_row(b, h, i);
+      const float* go = dout + row * p.Ev;
+      row_times_tile(qi, w.kt.data(), p.E, p.scale, s);
+      mask_row(p, b, h, i, j0, n, s);
+      row_times_tile(go, w.vt.data(), p.Ev, 1.0f, dp);
+      float* dqi = w.dq + row * p.E;
+      for (int64_t j = 0; j < n; ++j) {
+        const float pj = std::exp(s[j] - st.max[row]) * inv_sum;
+        if (pj == 0.0f) continue;
+        const float ds = pj * (dp[j] - st.delta[row]) * p.scale;
+        axpy(pj, go, &w.dv[j * p.Ev], p.Ev);
+        axpy(ds, qi, &w.dk[j * p.E], p.E);
+        axpy(ds, p.k_row(b, kvh, j0 + j), dqi, p.E);
+      }
+    }
+  }
+  std::memcpy(dk + ((b * p.Hk + kvh) * p.S + j0) * p.E, w.dk.data(), n * p.E * sizeof(float));
+  std::memcpy(dv + ((b * p.Hk + kvh) * p.S + j0) * p.Ev, w.dv.data(), n * p.Ev * sizeof(float));
+}
+
+// ---- the calls: shapes checked before any work.
+
+ffi::Error read_problem(ffi::Buffer<ffi::F32> q, ffi::Buffer<ffi::F32> k, ffi::Buffer<ffi::F32> v,
+                        ffi::AnyBuffer mask, float scale, bool causal, const char* who, Problem& p) {
+  auto qd = q.dimensions(), kd = k.dimensions(), vd = v.dimensions(), md = mask.dimensions();
+  if (qd.size() != 4 || kd.size() != 4 || vd.size() != 4 || md.size() != 4)
+    return ffi::Error::InvalidArgument(std::string(who) + ": expected q, k, v and mask of rank 4");
+  p.B = qd[0], p.Hq = qd[1], p.L = qd[2], p.E = qd[3], p.Hk = kd[1], p.S = kd[2], p.Ev = vd[3];
+  if (kd[0] != p.B || vd[0] != p.B || vd[1] != p.Hk || vd[2] != p.S || kd[3] != p.E || p.Hk <= 0 ||
+      p.Hq % p.Hk != 0)
+    return ffi::Error::InvalidArgument(std::string(who) + ": q, k and v do not fit together");
+  p.G = p.Hq / p.Hk, p.scale = scale, p.causal = causal;
+  p.q = q.typed_data(), p.k = k.typed_data(), p.v = v.typed_data();
+  if (mask.element_count() == 0) return ffi::Error::Success();
+  const int64_t full[4] = {p.B, p.Hq, p.L, p.S};
+  int64_t stride = 1;
+  for (int d = 3; d >= 0; --d) {
+    if (md[d] != 1 && md[d] != full[d])
+      return ffi::Error::InvalidArgument(std::string(who) + ": the mask does not broadcast to [B, Hq, L, S]");
+    p.mask_stride[d] = md[d] == 1 ? 0 : stride;
+    stride *= md[d];
+  }
+  if (mask.element_type() == ffi::DataType::PRED) {
+    p.mask = Problem::Mask::Bool, p.mask_bool = static_cast<const bool*>(mask.untyped_data());
+  } else if (mask.element_type() == ffi::DataType::F32) {
+    p.mask = Problem::Mask::Add, p.mask_add = static_cast<const float*>(mask.untyped_data());
+  } else {
+    return ffi::Error::InvalidArgument(std::string(who) + ": the mask must be boolean or f32");
+  }
+  return ffi::Error::Success();
+}
+
+ffi::Error SdpaForward(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<ffi::F32> k,
+                       ffi::Buffer<ffi::F32> v, ffi::AnyBuffer mask, ffi::ResultBuffer<ffi::F32> out,
+                       ffi::ResultBuffer<ffi::F32> lse, float scale, bool causal) {
+  Problem p;
+  if (auto e = read_problem(q, k, v, mask, scale, causal, "sdpa_forward", p); e.failure()) return e;
+  if (int64_t(out->element_count()) != p.B * p.Hq * p.L * p.Ev ||
+      int64_t(lse->element_count()) != p.B * p.Hq * p.L)
+    return ffi::Error::InvalidArgument("sdpa_forward: the results do not fit q and v");
+  float* o = out->typed_data();
+  float* x = lse->typed_data();
+  auto make = [&] {
+    return [&, w = std::make_shared<ForwardScratch>(p)](int64_t i) { forward_item(p, i, *w, o, x); };
+  };
+  run_items(pool, p.B * p.Hq * ((p.L + kTq - 1) / kTq), 2, make);
+  return ffi::Error::Success();
+}
+
+ffi::Error SdpaBackward(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> dout, ffi::Buffer<ffi::F32> q,
+                        ffi::Buffer<ffi::F32> k, ffi::Buffer<ffi::F32> v, ffi::AnyBuffer mask,
+                        ffi::Buffer<ffi::F32> out, ffi::Buffer<ffi::F32> lse, ffi::ResultBuffer<ffi::F32> dq,
+                        ffi::ResultBuffer<ffi::F32> dk, ffi::ResultBuffer<ffi::F32> dv, float scale, bool causal) {
+  Problem p;
+  if (auto e = read_problem(q, k, v, mask, scale, causal, "sdpa_backward", p); e.failure()) return e;
+  const int64_t rows = p.B * p.Hq * p.L;
+  if (int64_t(dout.element_count()) != rows * p.Ev || int64_t(out.element_count()) != rows * p.Ev ||
+      int64_t(lse.element_count()) != rows || int64_t(dq->element_count()) != rows * p.E ||
+      dk->element_count() != k.element_count() || dv->element_count() != v.element_count())
+    return ffi::Error::InvalidArgument("sdpa_backward: the gradients and saved results do not fit q, k and v");
+  const RowStats st = row_stats(p, lse.typed_data(), dout.typed_data(), out.typed_data());
+  // Each thread's dq, summed into the result at the end.
+  std::mutex mu;
+  std::vector<std::unique_ptr<float[]>> copies;
+  auto make = [&] {
+    float* mine;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      copies.emplace_back(new float[rows * p.E]());
+      mine = copies.back().get();
+    }
+    return [&, w = std::make_shared<BackwardScratch>(p, mine)](int64_t i) {
+      backward_item(p, st, dout.typed_data(), i, *w, dk->typed_data(), dv->typed_data());
+    };
+  };
+  run_items(pool, ((p.S + kTk - 1) / kTk) * p.B * p.Hk, 2, make);
+  float* g = dq->typed_data();
+  std::fill(g, g + rows * p.E, 0.0f);
+  for (const auto& c : copies) axpy(1.0f, c.get(), g, rows * p.E);
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(torch_tpu_sdpa_forward_host, SdpaForward,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<float>("scale")
+                                  .Attr<bool>("causal"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(torch_tpu_sdpa_backward_host, SdpaBackward,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<float>("scale")
+                                  .Attr<bool>("causal"));
+
+}  // namespace torch_tpu::kernels
