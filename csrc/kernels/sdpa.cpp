@@ -76,18 +76,88 @@ void transpose_tile(const float* rows, int64_t n, int64_t width, float* t) {
     for (int64_t e = 0; e < width; ++e) t[e * kTk + j] = rows[j * width + e];
 }
 
-// s[j] = sum_e x[e] * t[e][j] * scale, for the kTk keys of a tile.
+// Sixteen floats: GCC's vector extension, so that the accumulators of the
+// loops below stay in registers (four of them span a tile's 64 keys) in each
+// clone's instruction set. Loads and stores are unaligned.
+typedef float V16 __attribute__((vector_size(64), aligned(4)));
+V16 load16(const float* p) { return *reinterpret_cast<const V16*>(p); }
+void store16(float* p, V16 v) { *reinterpret_cast<V16*>(p) = v; }
+static_assert(kTk == 64, "the tile loops hold a tile's keys in four V16");
+
+// s[r][j] = sum_e x[r][e] * t[e][j] * scale: the scores of `rows` rows
+// against the kTk keys of a transposed tile.
 TORCH_TPU_VECTOR_CLONES
-void row_times_tile(const float* x, const float* t, int64_t width, float scale, float* s) {
-  float acc[kTk] = {};
-  for (int64_t e = 0; e < width; ++e) {
-    const float xe = x[e];
-    const float* te = t + e * kTk;
-#pragma omp simd
-    for (int64_t j = 0; j < kTk; ++j) acc[j] += xe * te[j];
+void rows_times_tile(const float* x, int64_t rows, const float* t, int64_t width, float scale, float* s) {
+  for (int64_t r = 0; r < rows; ++r) {
+    V16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+    const float* xr = x + r * width;
+    for (int64_t e = 0; e < width; ++e) {
+      const float xe = xr[e];
+      const float* te = t + e * kTk;
+      a0 += xe * load16(te), a1 += xe * load16(te + 16), a2 += xe * load16(te + 32), a3 += xe * load16(te + 48);
+    }
+    float* sr = s + r * kTk;
+    store16(sr, a0 * scale), store16(sr + 16, a1 * scale), store16(sr + 32, a2 * scale);
+    store16(sr + 48, a3 * scale);
   }
+}
+
+// y[:] += sum_j w[j * stride] * x[j][:] for j < n, over `width` elements: a
+// row of y held in registers 64 at a time.
+TORCH_TPU_VECTOR_CLONES
+void accumulate_rows(const float* w, int64_t stride, const float* x, int64_t n, int64_t width, float* y) {
+  int64_t e0 = 0;
+  for (; e0 + 64 <= width; e0 += 64) {
+    V16 a0 = load16(y + e0), a1 = load16(y + e0 + 16), a2 = load16(y + e0 + 32), a3 = load16(y + e0 + 48);
+    for (int64_t j = 0; j < n; ++j) {
+      const float wj = w[j * stride];
+      const float* xj = x + j * width + e0;
+      a0 += wj * load16(xj), a1 += wj * load16(xj + 16), a2 += wj * load16(xj + 32), a3 += wj * load16(xj + 48);
+    }
+    store16(y + e0, a0), store16(y + e0 + 16, a1), store16(y + e0 + 32, a2), store16(y + e0 + 48, a3);
+  }
+  for (; e0 < width; ++e0) {
+    float a = y[e0];
+    for (int64_t j = 0; j < n; ++j) a += w[j * stride] * x[j * width + e0];
+    y[e0] = a;
+  }
+}
+
+// y[r][:] += sum_{j < n} w[r][j] * x[j][:]: weights of a tile's keys times
+// their rows (probabilities times values, dS times keys).
+void weights_times_rows(const float* w, int64_t rows, const float* x, int64_t n, int64_t width, float* y) {
+  for (int64_t r = 0; r < rows; ++r) accumulate_rows(w + r * kTk, 1, x, n, width, y + r * width);
+}
+
+// y[j][:] += sum_r w[r][j] * x[r][:]: the transposed product, into a tile's
+// keys (Pᵀ dO into dv, dSᵀ Q into dk).
+void weights_t_times_rows(const float* w, int64_t rows, const float* x, int64_t n, int64_t width, float* y) {
+  for (int64_t j = 0; j < n; ++j) accumulate_rows(w + j, kTk, x, rows, width, y + j * width);
+}
+
+// exp(x) in f32 for a row of kTk, vectorizable: 2^n times a degree-6
+// polynomial on [-ln2/2, ln2/2] (about 1 ulp); exactly 0 below -87.
+TORCH_TPU_VECTOR_CLONES
+void exp_row(float* x, float shift, float factor) {
 #pragma omp simd
-  for (int64_t j = 0; j < kTk; ++j) s[j] = acc[j] * scale;
+  for (int64_t j = 0; j < kTk; ++j) {
+    float v = x[j] - shift;
+    const bool zero = !(v >= -87.0f);  // -inf and NaN-free -inf - -inf never reach here
+    v = std::min(std::max(v, -87.0f), 88.0f);
+    const float n = std::nearbyint(v * 1.44269504088896341f);
+    const float r = (v - n * 0.693359375f) + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, 4);
+    x[j] = zero ? 0.0f : p * scale * factor;
+  }
 }
 
 // y += w * x over n elements.
@@ -147,27 +217,27 @@ void forward_item(const Problem& p, int64_t item, ForwardScratch& w, float* out,
   for (int64_t j0 = 0; j0 < end; j0 += kTk) {
     const int64_t n = std::min(kTk, p.S - j0);
     transpose_tile(p.k_row(b, kvh, j0), n, p.E, w.kt.data());
+    rows_times_tile(p.q_row(b, h, i0), rows, w.kt.data(), p.E, p.scale, w.s.data());
     for (int64_t r = 0; r < rows; ++r) {
       float* s = &w.s[r * kTk];
-      row_times_tile(p.q_row(b, h, i0 + r), w.kt.data(), p.E, p.scale, s);
       mask_row(p, b, h, i0 + r, j0, n, s);
       float top = -INFINITY;
       for (int64_t j = 0; j < n; ++j) top = std::max(top, s[j]);
       const float m_new = std::max(w.m[r], top);
-      if (m_new == -INFINITY) continue;  // nothing seen yet
-      const float alpha = std::exp(w.m[r] - m_new);
-      float* acc = &w.acc[r * p.Ev];
-      if (alpha != 1.0f)
-        for (int64_t e = 0; e < p.Ev; ++e) acc[e] *= alpha;
-      float sum = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        const float pj = std::exp(s[j] - m_new);
-        sum += pj;
-        if (pj != 0.0f) axpy(pj, p.v_row(b, kvh, j0 + j), acc, p.Ev);
+      if (m_new == -INFINITY) {  // nothing seen yet: no weight
+        std::fill(s, s + kTk, 0.0f);
+        continue;
       }
+      const float alpha = std::exp(w.m[r] - m_new);
+      if (alpha != 1.0f)
+        for (int64_t e = 0; e < p.Ev; ++e) w.acc[r * p.Ev + e] *= alpha;
+      exp_row(s, m_new, 1.0f);
+      float sum = 0;
+      for (int64_t j = 0; j < n; ++j) sum += s[j];
       w.l[r] = w.l[r] * alpha + sum;
       w.m[r] = m_new;
     }
+    weights_times_rows(w.s.data(), rows, p.v_row(b, kvh, j0), n, p.Ev, w.acc.data());
   }
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t row = (b * p.Hq + h) * p.L + i0 + r;
@@ -193,14 +263,15 @@ void recompute_row(const Problem& p, int64_t b, int64_t h, int64_t i, float& max
   for (int64_t j0 = 0; j0 < key_end(p, i); j0 += kTk) {
     const int64_t n = std::min(kTk, p.S - j0);
     transpose_tile(p.k_row(b, h / p.G, j0), n, p.E, kt.data());
-    row_times_tile(p.q_row(b, h, i), kt.data(), p.E, p.scale, s.data());
+    rows_times_tile(p.q_row(b, h, i), 1, kt.data(), p.E, p.scale, s.data());
     mask_row(p, b, h, i, j0, n, s.data());
     float top = -INFINITY;
     for (int64_t j = 0; j < n; ++j) top = std::max(top, s[j]);
     const float m_new = std::max(m, top);
     if (m_new == -INFINITY) continue;
     l *= std::exp(m - m_new);
-    for (int64_t j = 0; j < n; ++j) l += std::exp(s[j] - m_new);
+    exp_row(s.data(), m_new, 1.0f);
+    for (int64_t j = 0; j < n; ++j) l += s[j];
     m = m_new;
   }
   max = m;
@@ -229,7 +300,7 @@ struct BackwardScratch {
   std::vector<float> kt, vt, s, dp, dk, dv;
   float* dq;  // this thread's copy of dq [B, Hq, L, E]
   BackwardScratch(const Problem& p, float* dq)
-      : kt(p.E * kTk), vt(p.Ev * kTk), s(kTk), dp(kTk), dk(kTk * p.E), dv(kTk * p.Ev), dq(dq) {}
+      : kt(p.E * kTk), vt(p.Ev * kTk), s(kTq * kTk), dp(kTq * kTk), dk(kTk * p.E), dv(kTk * p.Ev), dq(dq) {}
 };
 
 void backward_item(const Problem& p, const RowStats& st, const float* dout, int64_t item, BackwardScratch& w,
@@ -237,7 +308,8 @@ void backward_item(const Problem& p, const RowStats& st, const float* dout, int6
   // Key tiles in order: the first ones have the most query rows (causal).
   const int64_t bhk = p.B * p.Hk, kt = item / bhk, b = (item % bhk) / p.Hk, kvh = item % p.Hk;
   const int64_t j0 = kt * kTk, n = std::min(kTk, p.S - j0);
-  transpose_tile(p.k_row(b, kvh, j0), n, p.E, w.kt.data());
+  const float* keys = p.k_row(b, kvh, j0);
+  transpose_tile(keys, n, p.E, w.kt.data());
   transpose_tile(p.v_row(b, kvh, j0), n, p.Ev, w.vt.data());
   std::fill(w.dk.begin(), w.dk.end(), 0.0f);
   std::fill(w.dv.begin(), w.dv.end(), 0.0f);
@@ -245,24 +317,31 @@ void backward_item(const Problem& p, const RowStats& st, const float* dout, int6
   float* dp = w.dp.data();
   for (int64_t g = 0; g < p.G; ++g) {
     const int64_t h = kvh * p.G + g;
-    for (int64_t i = p.causal ? std::min(j0, p.L) : 0; i < p.L; ++i) {
-      const int64_t row = (b * p.Hq + h) * p.L + i;
-      const float inv_sum = st.inv_sum[row];
-      if (inv_sum == 0.0f) continue;  // sees nothing: no gradient
-      const float* qi = p.q_row(b, h, i);
-      const float* go = dout + row * p.Ev;
-      row_times_tile(qi, w.kt.data(), p.E, p.scale, s);
-      mask_row(p, b, h, i, j0, n, s);
-      row_times_tile(go, w.vt.data(), p.Ev, 1.0f, dp);
-      float* dqi = w.dq + row * p.E;
-      for (int64_t j = 0; j < n; ++j) {
-        const float pj = std::exp(s[j] - st.max[row]) * inv_sum;
-        if (pj == 0.0f) continue;
-        const float ds = pj * (dp[j] - st.delta[row]) * p.scale;
-        axpy(pj, go, &w.dv[j * p.Ev], p.Ev);
-        axpy(ds, qi, &w.dk[j * p.E], p.E);
-        axpy(ds, p.k_row(b, kvh, j0 + j), dqi, p.E);
+    // Causal: rows before j0 see none of this tile.
+    for (int64_t i0 = p.causal ? std::min(j0, p.L) : 0; i0 < p.L; i0 += kTq) {
+      const int64_t rows = std::min(kTq, p.L - i0), row0 = (b * p.Hq + h) * p.L + i0;
+      const float* q = p.q_row(b, h, i0);
+      const float* go = dout + row0 * p.Ev;
+      rows_times_tile(q, rows, w.kt.data(), p.E, p.scale, s);
+      rows_times_tile(go, rows, w.vt.data(), p.Ev, 1.0f, dp);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* sr = s + r * kTk;
+        float* dpr = dp + r * kTk;
+        const float inv_sum = st.inv_sum[row0 + r];
+        if (inv_sum == 0.0f) {  // sees nothing: no gradient
+          std::fill(sr, sr + kTk, 0.0f);
+          std::fill(dpr, dpr + kTk, 0.0f);
+          continue;
+        }
+        mask_row(p, b, h, i0 + r, j0, n, sr);
+        exp_row(sr, st.max[row0 + r], inv_sum);  // the probabilities
+        const float delta = st.delta[row0 + r];
+#pragma omp simd
+        for (int64_t j = 0; j < kTk; ++j) dpr[j] = sr[j] * (dpr[j] - delta) * p.scale;  // dS, scaled
       }
+      weights_t_times_rows(s, rows, go, n, p.Ev, w.dv.data());
+      weights_t_times_rows(dp, rows, q, n, p.E, w.dk.data());
+      weights_times_rows(dp, rows, keys, n, p.E, w.dq + row0 * p.E);
     }
   }
   std::memcpy(dk + ((b * p.Hk + kvh) * p.S + j0) * p.E, w.dk.data(), n * p.E * sizeof(float));
