@@ -1,6 +1,6 @@
 """Platform kernels against the computations they replace, side by side in one run.
 
-For each kernel of csrc/kernels/ (today: paged attention), at the shapes of
+Paged attention (csrc/kernels/paged_attention.cpp), at the shapes of
 benchmarks/serving.py's decode and prefill steps (its Llama: 4 heads, 2 KV heads,
 head size 64, float32, blocks of 16), times
 - the kernel inside a captured program (how the vLLM step runs it),
@@ -8,15 +8,26 @@ head size 64, float32, blocks of 16), times
 - PyTorch's CPU kernel on the same numbers (scaled_dot_product_attention over each
   row's gathered keys, eager on the CPU),
 each the best of several rounds of many launches, and prints the ratios. The
-kernel's output is checked against the composite's first.
+kernel's output is checked against the composite's first. It needs vLLM's venv
+(make vllm-env): .venv-vllm/bin/python benchmarks/platform_kernels.py
 
-Run with vLLM's venv (make vllm-env): .venv-vllm/bin/python benchmarks/platform_kernels.py
+Fused SDPA (csrc/kernels/sdpa.cpp), forward and backward of
+scaled_dot_product_attention at the issue's shape (batch 1, 8 heads, sequence 4096,
+head 64, causal, float32): the kernel, the composite (TORCH_TPU_KERNELS=composite)
+and PyTorch's CPU kernel, each in a process of its own so that its peak RSS growth
+(VmHWM over the RSS before the first call, compilation included) is its own; the
+results of the three are compared before the table is printed. Needs no vLLM:
+python3 benchmarks/platform_kernels.py --only sdpa
+
 (Not benchmarks/kernels.py: the scripts here run with benchmarks/ first on sys.path, and that
 name would shadow the `kernels` package that transformers imports.)
 """
 import argparse
+import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -25,16 +36,15 @@ import torch.nn.functional as F
 
 import torch_tpu
 from torch_tpu.compile.capture import CapturedFunction
-from torch_tpu.integrations.vllm import attention as A
 from torch_tpu.kernels import platform as platform_kernels
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests_vllm"))
-from attention_steps import random_step  # noqa: E402
 
 BLOCK, HEADS, KV_HEADS, HEAD = 16, 4, 2, 64
 
 
 def step(seq_lens, qlens, max_seqs, num_blocks=1024, max_tokens=4096, seed=0):
+    from attention_steps import random_step
     arrays, t_act, tables = random_step(seq_lens, qlens, max_seqs, num_blocks, max_tokens, BLOCK,
                                         np.random.default_rng(seed))
     torch.manual_seed(seed)
@@ -44,6 +54,7 @@ def step(seq_lens, qlens, max_seqs, num_blocks=1024, max_tokens=4096, seed=0):
 
 
 def captured(use_kernel, arrays, t_act):
+    from torch_tpu.integrations.vllm import attention as A
     impl = A.TpuPagedAttentionImpl(HEADS, HEAD, HEAD ** -0.5, num_kv_heads=KV_HEADS)
 
     def attend(query, cache, *meta):
@@ -86,11 +97,8 @@ def cpu_reference(query, cache, tables, seq_lens, qlens):
     return outs
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--launches", type=int, default=40)
-    ap.add_argument("--rounds", type=int, default=4)
-    args = ap.parse_args()
+def paged_attention(args):
+    from torch_tpu.integrations.vllm import attention as A
     if not platform_kernels.target("paged_attention"):
         raise SystemExit("the paged attention kernel does not run here (TORCH_TPU_KERNELS=composite, or a "
                          "plugin without FFI)")
@@ -115,6 +123,85 @@ def main():
                            args.rounds)
             print(f"{name:38} {tk * 1e3:10.3f} {tc * 1e3:13.3f} {tcpu * 1e3:12.3f} {tc / tk:17.2f} "
                   f"{tcpu / tk:11.2f}")
+
+
+# ---- fused SDPA: one process per variant
+
+
+def status_mb(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def sdpa_variant(variant, seq, rounds, save):
+    """In the variant's own process: forward and backward `rounds` times; prints the
+    best time and the peak RSS growth as JSON and saves the results for comparison."""
+    device = "cpu" if variant == "cpu" else "tpu"
+    if variant == "kernel" and not platform_kernels.target("sdpa_forward"):
+        raise SystemExit("the SDPA kernel does not run here (TORCH_TPU_KERNELS=composite, or a plugin without FFI)")
+    g = torch.Generator().manual_seed(0)
+    q, k, v, up = (torch.randn(1, 8, seq, 64, generator=g).to(device) for _ in range(4))
+    leaves = [t.requires_grad_() for t in (q, k, v)]
+    base = status_mb("VmRSS")
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        out = F.scaled_dot_product_attention(*leaves, is_causal=True)
+        grads = torch.autograd.grad(out, leaves, up)
+        if device == "tpu":
+            torch.tpu.synchronize()
+        best = min(best, time.perf_counter() - start)
+    torch.save([t.detach().cpu() for t in (out, *grads)], save)
+    print(json.dumps({"s": best, "peak_mb": status_mb("VmHWM") - base}))
+
+
+def sdpa(args):
+    print(f"\nSDPA forward+backward, batch 1, 8 heads, sequence {args.seq}, head 64, causal, float32 "
+          f"(best of {args.sdpa_rounds}; peak RSS growth in each variant's own process)")
+    results, figures = {}, {}
+    with tempfile.TemporaryDirectory() as d:
+        for variant in ("kernel", "composite", "cpu"):
+            env = dict(os.environ)
+            if variant == "composite":
+                env["TORCH_TPU_KERNELS"] = "composite"
+            save = os.path.join(d, variant + ".pt")
+            r = subprocess.run([sys.executable, os.path.abspath(__file__), "--sdpa-variant", variant,
+                                "--seq", str(args.seq), "--sdpa-rounds", str(args.sdpa_rounds), "--save", save],
+                               capture_output=True, text=True, env=env)
+            if r.returncode != 0:
+                raise SystemExit(f"the {variant} variant failed:\n{r.stderr[-4000:]}")
+            figures[variant] = json.loads(r.stdout.strip().splitlines()[-1])
+            results[variant] = torch.load(save)
+    for variant in ("composite", "cpu"):
+        for name, got, want in zip(("out", "dq", "dk", "dv"), results["kernel"], results[variant]):
+            torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3, msg=lambda m: f"kernel vs {variant} {name}: {m}")
+    k, c, cpu = figures["kernel"], figures["composite"], figures["cpu"]
+    print(f"{'':12} {'kernel':>10} {'composite':>10} {'cpu sdpa':>10} {'composite/kernel':>17} {'cpu/kernel':>11}")
+    print(f"{'seconds':12} {k['s']:10.3f} {c['s']:10.3f} {cpu['s']:10.3f} {c['s'] / k['s']:17.2f} "
+          f"{cpu['s'] / k['s']:11.2f}")
+    print(f"{'peak RSS MB':12} {k['peak_mb']:10.0f} {c['peak_mb']:10.0f} {cpu['peak_mb']:10.0f} "
+          f"{c['peak_mb'] / max(k['peak_mb'], 1):17.2f} {cpu['peak_mb'] / max(k['peak_mb'], 1):11.2f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", choices=["paged_attention", "sdpa"], help="one kernel's rows (default: both)")
+    ap.add_argument("--launches", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=4096, help="SDPA's sequence length")
+    ap.add_argument("--sdpa-rounds", type=int, default=3)
+    ap.add_argument("--sdpa-variant", choices=["kernel", "composite", "cpu"], help=argparse.SUPPRESS)
+    ap.add_argument("--save", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.sdpa_variant:
+        return sdpa_variant(args.sdpa_variant, args.seq, args.sdpa_rounds, args.save)
+    if args.only in (None, "paged_attention"):
+        paged_attention(args)
+    if args.only in (None, "sdpa"):
+        sdpa(args)
 
 
 if __name__ == "__main__":
