@@ -254,3 +254,19 @@ def test_hf_tiny_llama_trains_through_the_kernel_as_on_the_cpu():
     torch.testing.assert_close(loss.cpu().double(), loss_cpu.detach().double(), rtol=1e-4, atol=1e-4)
     for n, p in tpu.named_parameters():
         torch.testing.assert_close(p.grad.cpu().double(), grads_cpu[n], rtol=1e-3, atol=1e-4, msg=lambda m: f"{n}: {m}")
+
+
+def test_defer_and_fuse_and_compile_programs_hold_the_kernel(run_python):
+    code = """
+import torch, torch.nn.functional as F, torch_tpu
+q, k, v = (torch.randn(1, 2, 70, 16, device="tpu", requires_grad=True) for _ in range(3))
+with torch_tpu.eager_mode("defer_and_fuse"):
+    F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+    q.grad.cpu()
+f = torch.compile(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True), backend="tpu")
+f(q, k, v).sum().backward()
+print(q.grad.cpu().sum(), "ok")
+"""
+    r = run_python(code, timeout=600, TORCH_TPU_DUMP_HLO="1", TORCH_TPU_CACHE_DIR=None)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-4000:]
+    assert [r.stderr.count(f'call_target_name = "torch_tpu_sdpa_{p}"') for p in ("forward", "backward")] == [2, 2]
