@@ -29,9 +29,16 @@ def test_untested_options_fail_at_start(models, llm, message):
 
 
 @pytest.mark.slow
-def test_mixture_of_experts_fails_at_start(models):
-    error = _refused(models, {}, arch="qwen3-moe")
-    assert error.startswith("NotImplementedError") and "mixture-of-experts layers (vLLM's FusedMoE)" in error
+@pytest.mark.parametrize("llm, message", [
+    # Expert parallelism needs more than one device, and TP, which the plugin does not run.
+    ({"enable_expert_parallel": True}, "expert parallelism (enable_expert_parallel)"),
+    # moe.py is FusedMoE's unquantized method only.
+    ({"quantization": "int8_per_channel_weight_only", "dtype": "bfloat16"},
+     "mixture-of-experts layers (vLLM's FusedMoE) with quantization 'int8_per_channel_weight_only'"),
+])
+def test_untested_mixture_of_experts_options_fail_at_start(models, llm, message):
+    error = _refused(models, llm, arch="qwen3-moe")
+    assert error.startswith("NotImplementedError") and message in error and "\n" not in error, error
 
 
 def test_every_vllm_config_field_is_reviewed():
@@ -55,7 +62,7 @@ def test_an_unknown_option_set_is_refused():
 def _config(model=None, cache=None, parallel=None, **optional):
     """A VllmConfig's fields as supported.py reads them, all at what the plugin accepts."""
     from types import SimpleNamespace as NS
-    model = NS(**{"is_moe": False, "is_multimodal_model": False, "is_encoder_decoder": False,
+    model = NS(**{"is_moe": False, "quantization": None, "is_multimodal_model": False, "is_encoder_decoder": False,
                   "is_hybrid": False, "is_attention_free": False, "runner_type": "generate",
                   "model_impl": "auto", "logits_processors": None, "enable_sleep_mode": False,
                   **(model or {})})
@@ -68,6 +75,7 @@ def _config(model=None, cache=None, parallel=None, **optional):
 
 
 @pytest.mark.parametrize("config, named", [
+    ({"model": {"is_moe": True, "quantization": "fp8"}}, "mixture-of-experts layers (vLLM's FusedMoE) with quantization 'fp8'"),
     ({"model": {"is_multimodal_model": True}}, "multimodal models"),
     ({"model": {"is_encoder_decoder": True}}, "encoder-decoder models"),
     ({"model": {"is_hybrid": True}}, "hybrid and attention-free models"),

@@ -34,6 +34,10 @@ def _tokenizer(folder: str, vocab_size: int):
     return fast
 
 
+ARCHS = ("llama", "llama-bench", "qwen3", "qwen3-moe", "qwen2-moe", "mixtral", "deepseek-v2", "mistral",
+         "gemma2")
+
+
 def _config(arch: str, vocab: int):
     import transformers as tf
     if arch == "llama-bench":
@@ -59,8 +63,27 @@ def _config(arch: str, vocab: int):
             tf.Gemma2ForCausalLM
     if arch == "qwen3-moe":
         return tf.Qwen3MoeConfig(**common, head_dim=16, num_experts=4, num_experts_per_tok=2,
-                                 moe_intermediate_size=64, decoder_sparse_step=1), tf.Qwen3MoeForCausalLM
-    raise ValueError(f"unknown tiny architecture {arch!r}; known: llama, qwen3, qwen3-moe, mistral, gemma2")
+                                 moe_intermediate_size=64, decoder_sparse_step=1, norm_topk_prob=True), \
+            tf.Qwen3MoeForCausalLM
+    if arch == "mixtral":
+        return tf.MixtralConfig(**common, num_local_experts=4, num_experts_per_tok=2), tf.MixtralForCausalLM
+    if arch == "qwen2-moe":
+        # A shared expert beside the routed ones, gated by a sigmoid; weights not renormalized.
+        return tf.Qwen2MoeConfig(**common, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+                                 shared_expert_intermediate_size=128, decoder_sparse_step=1,
+                                 norm_topk_prob=False), tf.Qwen2MoeForCausalLM
+    if arch == "deepseek-v2":
+        # Shared experts, grouped top-k (2 of 8 experts from the best of 2
+        # groups), a routing scale; a dense first layer; MLA attention, whose
+        # query-key head size (8 + 8) equals the value head size so that vLLM
+        # runs it as plain attention under VLLM_MLA_DISABLE=1.
+        return tf.DeepseekV2Config(**{**common, "num_key_value_heads": 4}, n_routed_experts=8,
+                                   num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1,
+                                   first_k_dense_replace=1, topk_method="group_limited_greedy", n_group=2,
+                                   topk_group=1, routed_scaling_factor=2.0, norm_topk_prob=False,
+                                   kv_lora_rank=32, q_lora_rank=None, qk_nope_head_dim=8,
+                                   qk_rope_head_dim=8, v_head_dim=16), tf.DeepseekV2ForCausalLM
+    raise ValueError(f"unknown tiny architecture {arch!r}; known: {', '.join(ARCHS)}")
 
 
 def build(arch: str, root: str, seed: int = 0) -> str:

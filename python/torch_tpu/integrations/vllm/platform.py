@@ -84,9 +84,11 @@ class TpuPlatform(CpuPlatform):
             ("a quantized KV cache", cfg.kv_cache_dtype not in (None, "auto")),
         ) if used]
         if missing:
+            # vLLM's own switch: DeepSeek's MLA layers as plain attention (tests_vllm/test_moe.py).
+            hint = "; VLLM_MLA_DISABLE=1 runs MLA as plain attention, which it covers" if cfg.use_mla else ""
             raise NotImplementedError(
                 f"vLLM on tpu: the paged attention backend does not cover {', '.join(missing)} "
-                f"(asked for by {cfg!r})")
+                f"(asked for by {cfg!r}){hint}")
         if selected_backend is not None and selected_backend.name != "CUSTOM":
             logger.info("vLLM on tpu: attention backend %s is not available; using torch_tpu's "
                         "paged attention", selected_backend.name)

@@ -48,7 +48,9 @@ _ABSENT = (
 
 def _model_features(model):
     return (
-        ("mixture-of-experts layers (vLLM's FusedMoE)", model.is_moe),
+        # moe.py covers FusedMoE's unquantized method only.
+        (f"mixture-of-experts layers (vLLM's FusedMoE) with quantization {model.quantization!r}",
+         model.is_moe and model.quantization is not None),
         ("multimodal models", model.is_multimodal_model),
         ("encoder-decoder models", model.is_encoder_decoder),
         ("hybrid and attention-free models (Mamba layers)", model.is_hybrid or model.is_attention_free),
