@@ -21,7 +21,7 @@ struct Capture {
   std::vector<at::Tensor> inputs;
   std::vector<std::shared_ptr<runtime::DeviceBuffer>> bases;
 };
-Capture active;
+Capture& active = *new Capture;  // never destroyed: it holds tensors
 
 }  // namespace
 

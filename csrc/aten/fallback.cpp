@@ -32,7 +32,7 @@ void unsupported_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                               "' is not implemented for the tpu device (no StableHLO lowering). "
                               "Set TORCH_TPU_CPU_FALLBACK=1 to run it on the CPU instead.");
   static std::mutex mu;
-  static std::set<std::string> warned;
+  static auto& warned = *new std::set<std::string>;  // never destroyed: used during exit
   {
     std::lock_guard<std::mutex> lock(mu);
     if (warned.insert(full).second)

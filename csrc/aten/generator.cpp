@@ -61,7 +61,7 @@ std::pair<uint64_t, uint64_t> TpuGenerator::take(uint64_t count) {
 
 const at::Generator& default_generator(c10::DeviceIndex index) {
   static std::mutex mu;
-  static std::vector<std::unique_ptr<at::Generator>> gens;
+  static auto& gens = *new std::vector<std::unique_ptr<at::Generator>>;  // never destroyed: used during exit
   std::lock_guard<std::mutex> lock(mu);
   if (index < 0) index = static_cast<c10::DeviceIndex>(current_device());
   if (static_cast<size_t>(index) >= gens.size()) gens.resize(index + 1);

@@ -54,8 +54,9 @@ bool free_stacks = false;  // context="all"
 bool stacks = true;        // stacks="python" (or "all"); false: none
 size_t max_entries = 0;
 uint64_t next_address = 0x10000;
-std::unordered_map<const void*, Block> live;
-std::deque<TraceEntry> entries;
+// Never destroyed: blocks are freed during exit.
+std::unordered_map<const void*, Block>& live = *new std::unordered_map<const void*, Block>;
+std::deque<TraceEntry>& entries = *new std::deque<TraceEntry>;
 
 Stack python_stack() {
   if (!Py_IsInitialized()) return nullptr;

@@ -216,7 +216,7 @@ void register_lowered_ops(torch::Library& lib) {
     if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
         !op->hasKernelForDispatchKey(c10::DispatchKey::Autograd))
       continue;
-    static std::deque<std::string> names;  // the library may keep the pointer
+    static auto& names = *new std::deque<std::string>;  // the library may keep the pointer
     names.push_back(full_name(name).substr(6));
     lib.impl(names.back().c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_op_kernel>());
   }

@@ -109,7 +109,7 @@ std::string full_name(const c10::OperatorName& n) {
 // the operator: no string is built on the hot path.
 const Route& route_of(const c10::OperatorHandle& op) {
   static std::mutex mu;
-  static std::unordered_map<const void*, Route> routes;
+  static auto& routes = *new std::unordered_map<const void*, Route>;  // never destroyed: used during exit
   std::lock_guard<std::mutex> lock(mu);
   const void* key = &op.schema();
   auto it = routes.find(key);

@@ -138,7 +138,8 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "_flush",
       [](const std::string& reason, bool settle) {
-        static std::set<std::string> reasons;  // flush reasons must outlive the call
+        // flush reasons must outlive the call
+        static auto& reasons = *new std::set<std::string>;
         const char* r = reasons.insert(reason).first->c_str();
         py::gil_scoped_release no_gil;
         aten::translate_errors([&] { runtime::flush_all(r, settle); });

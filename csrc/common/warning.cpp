@@ -10,7 +10,7 @@ namespace torch_tpu {
 namespace {
 std::atomic<WarningSink> sink{nullptr};
 std::mutex mu;
-std::set<std::string> said;
+std::set<std::string>& said = *new std::set<std::string>;  // never destroyed: used during exit
 }  // namespace
 
 void set_warning_sink(WarningSink s) { sink = s; }

@@ -7,7 +7,7 @@ namespace torch_tpu::distributed {
 bool on_tpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
 
 at::Tensor staging_bytes(int64_t nbytes) {
-  static HostPool pool;
+  static auto& pool = *new HostPool;  // never destroyed: used during exit
   return pool.take(nbytes);
 }
 

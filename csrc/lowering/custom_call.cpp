@@ -15,11 +15,12 @@ using hlo::Value;
 std::mutex mu;
 // A deque: references handed out stay valid as modules are added.
 std::deque<CustomModule>& modules() {
-  static std::deque<CustomModule> m;
+  static auto& m = *new std::deque<CustomModule>;  // never destroyed: used during exit
   return m;
 }
 std::map<std::pair<std::string, std::string>, int>& ids() {
-  static std::map<std::pair<std::string, std::string>, int> m;
+  // never destroyed: used during exit
+  static auto& m = *new std::map<std::pair<std::string, std::string>, int>;
   return m;
 }
 

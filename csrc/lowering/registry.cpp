@@ -8,7 +8,7 @@ namespace torch_tpu::lowering {
 namespace {
 // Function-local so registrars in other translation units can run first.
 std::map<std::string, Lowering>& table() {
-  static std::map<std::string, Lowering> t;
+  static auto& t = *new std::map<std::string, Lowering>;  // never destroyed: used during exit
   return t;
 }
 }  // namespace

@@ -110,7 +110,8 @@ void register_ffi_handler(const Plugin& plugin, const std::string& target, void*
        "xla/ffi/api/c_api.h): reinstall it with jaxlib present to register FFI handlers");
 #else
   static std::mutex mu;
-  static std::map<std::pair<std::string, std::string>, Registered> registered;
+  // never destroyed: used during exit
+  static auto& registered = *new std::map<std::pair<std::string, std::string>, Registered>;
   std::lock_guard<std::mutex> lock(mu);
   auto key = std::make_pair(target, platform);
   if (auto it = registered.find(key); it != registered.end()) {

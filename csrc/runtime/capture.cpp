@@ -21,7 +21,7 @@ using lowering::Arg;
 
 namespace executor {
 
-std::shared_ptr<Graph> capture_graph;
+std::shared_ptr<Graph>& capture_graph = *new std::shared_ptr<Graph>;  // never destroyed: used during exit
 
 namespace {
 

@@ -17,7 +17,8 @@ namespace {
 constexpr int64_t kBurstGapNs = 1000000000;  // compilations further apart start a new burst
 
 std::mutex mu;
-std::set<std::string> compiled_before;  // program names compiled at least once
+// Never destroyed: used during exit.
+std::set<std::string>& compiled_before = *new std::set<std::string>;  // program names compiled at least once
 struct Burst {
   int64_t last_end_ns = 0;
   int64_t waited_ns = 0;

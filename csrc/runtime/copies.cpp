@@ -55,7 +55,8 @@ std::shared_ptr<DeviceBuffer> constant(const void* data, const TensorType& type,
   type.append_key(key);
   append_int(key, device, '@');
   static std::mutex cache_mu;
-  static std::unordered_map<std::string, std::shared_ptr<DeviceBuffer>> cache;
+  // never destroyed: used during exit
+  static auto& cache = *new std::unordered_map<std::string, std::shared_ptr<DeviceBuffer>>;
   std::lock_guard<std::mutex> lock(cache_mu);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;

@@ -37,9 +37,10 @@ namespace executor {
 namespace {
 
 // Deferred graphs that ran: rolling hash -> node count.
-std::unordered_map<uint64_t, size_t> flushed_graphs;
+// never destroyed: used during exit
+std::unordered_map<uint64_t, size_t>& flushed_graphs = *new std::unordered_map<uint64_t, size_t>;
 // Periods found: the rolling hash of their shapes -> their shape count.
-std::unordered_map<uint64_t, size_t> periods_found;
+std::unordered_map<uint64_t, size_t>& periods_found = *new std::unordered_map<uint64_t, size_t>;
 constexpr size_t kMinRepeatNodes = 8;
 // A period is at least this long (a launch costs about as much as
 // recording a dozen ops), and this many candidates are verified at once.

@@ -37,7 +37,7 @@ std::unique_ptr<pjrt::Buffer> run_zeros(const hlo::TensorType& type, int device)
     std::shared_ptr<pjrt::Executable> program;
   };
   static std::mutex mu;
-  static std::unordered_map<std::string, PerType> seen;
+  static auto& seen = *new std::unordered_map<std::string, PerType>;  // never destroyed: used during exit
   check_allocation(device, type.nbytes(),
                    [&] { return "the zeros of a fresh tensor (" + type.str() + ")"; });
   std::shared_ptr<pjrt::Executable> exe;

@@ -15,7 +15,7 @@ namespace torch_tpu::runtime {
 namespace {
 
 std::mutex mu;
-std::map<int, double> fractions;
+std::map<int, double>& fractions = *new std::map<int, double>;  // never destroyed: used during exit
 
 // /proc/meminfo's "MemTotal" / "MemAvailable", in bytes (0 if absent).
 int64_t meminfo(const std::string& key) {

@@ -15,8 +15,11 @@ namespace torch_tpu::runtime {
 namespace {
 constexpr size_t kRecent = 512;  // launches kept per device for busy_fraction
 std::mutex mu;
-std::vector<std::shared_ptr<LaunchTiming>> last;            // per device
-std::vector<std::deque<std::shared_ptr<LaunchTiming>>> recent;  // per device, oldest first
+// Never destroyed: the plugin's threads end launches during exit.
+// per device
+std::vector<std::shared_ptr<LaunchTiming>>& last = *new std::vector<std::shared_ptr<LaunchTiming>>;
+std::vector<std::deque<std::shared_ptr<LaunchTiming>>>& recent =
+    *new std::vector<std::deque<std::shared_ptr<LaunchTiming>>>;  // per device, oldest first
 
 // Sets `t`'s end unless a later launch already did.
 void end_at(LaunchTiming& t, int64_t ns) {

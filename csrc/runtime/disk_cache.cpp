@@ -217,7 +217,8 @@ void DiskCache::evict() {
 }
 
 DiskCache& disk_cache() {
-  static DiskCache cache(env().cache_dir, env().cache_max_bytes);
+  // never destroyed: used during exit
+  static auto& cache = *new DiskCache(env().cache_dir, env().cache_max_bytes);
   return cache;
 }
 

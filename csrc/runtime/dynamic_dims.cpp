@@ -103,7 +103,7 @@ std::optional<std::pair<int64_t, int64_t>> near_bucket_end(const OpCall& call,
     int64_t room;
     bool compiled;
   };
-  static std::map<std::string, Seen> seen;
+  static auto& seen = *new std::map<std::string, Seen>;  // never destroyed: used during exit
   if (seen.size() > 4096) seen.clear();  // bounded: a key per op signature and bucket
   auto [it, fresh] = seen.try_emplace(std::move(key), Seen{room, false});
   const bool grew = !fresh && room < it->second.room;
@@ -212,7 +212,7 @@ bool growing_cat(const OpCall& call) {
     key += TensorType{in->view.dtype, s}.str();
   }
   static std::mutex mu;
-  static std::map<std::string, int64_t> seen;
+  static auto& seen = *new std::map<std::string, int64_t>;  // never destroyed: used during exit
   std::lock_guard<std::mutex> lock(mu);
   if (seen.size() > 4096) seen.clear();  // bounded: a key per distinct cat
   constexpr int64_t kGrows = -1;  // seen with two sizes: padded from now on

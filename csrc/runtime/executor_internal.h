@@ -117,10 +117,10 @@ namespace executor {
 
 // ---- state, guarded by `mu`
 extern std::recursive_mutex mu;
-extern std::map<int, std::shared_ptr<Graph>> current;  // the recording graph of each device
+extern std::map<int, std::shared_ptr<Graph>>& current;  // the recording graph of each device
 extern EagerMode mode;
-extern std::shared_ptr<Graph> capture_graph;  // the graph torch.compile records into
-extern std::vector<std::shared_ptr<Graph>> in_flight;  // compiling or launching on the worker
+extern std::shared_ptr<Graph>& capture_graph;  // the graph torch.compile records into
+extern std::vector<std::shared_ptr<Graph>>& in_flight;  // compiling or launching on the worker
 
 // ---- recorder.cpp
 std::vector<std::shared_ptr<DeviceBuffer>> record(OpCall& call);

@@ -14,7 +14,8 @@ namespace torch_tpu::runtime {
 namespace {
 
 std::mutex reject_mu;
-std::string rejected_op, rejected_message;
+std::string& rejected_op = *new std::string;  // never destroyed: used during exit
+std::string& rejected_message = *new std::string;
 
 // A storage whose base is `buffer`, to hand a node's input or destination
 // to run_op_alone as an op call names them.

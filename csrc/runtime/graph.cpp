@@ -170,7 +170,8 @@ std::vector<std::vector<Value>> build_graph(hlo::Builder& b, Graph& g,
 std::shared_ptr<const NodeTypes> node_types(const std::string& signature, const Node& node,
                                             const std::vector<std::shared_ptr<DeviceBuffer>>& bases) {
   static std::mutex mu;
-  static std::unordered_map<std::string, std::shared_ptr<const NodeTypes>> cache;
+  // never destroyed: used during exit
+  static auto& cache = *new std::unordered_map<std::string, std::shared_ptr<const NodeTypes>>;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(signature);

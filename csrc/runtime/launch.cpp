@@ -28,7 +28,8 @@ using hlo::TensorType;
 using hlo::Value;
 using lowering::Arg;
 
-std::vector<std::shared_ptr<Graph>> in_flight;
+// never destroyed: used during exit
+std::vector<std::shared_ptr<Graph>>& in_flight = *new std::vector<std::shared_ptr<Graph>>;
 
 std::unique_ptr<pjrt::Buffer> rng_state_buffer(uint64_t seed, uint64_t offset, int device) {
   uint64_t state[2] = {seed, offset};
@@ -60,7 +61,8 @@ std::shared_ptr<pjrt::Buffer> number_buffer(const lowering::Number& n, ElementTy
   key += static_cast<char>(t);
   key += static_cast<char>(device);
   static std::mutex cache_mu;
-  static std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> cache;
+  // never destroyed: used during exit
+  static auto& cache = *new std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>>;
   std::lock_guard<std::mutex> lock(cache_mu);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;

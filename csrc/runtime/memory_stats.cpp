@@ -14,7 +14,7 @@ std::atomic<MemoryObserver> observer{nullptr};
 std::atomic<int> oom_counting_paused{0};
 
 MemoryStats& slot(int device) {
-  static std::vector<MemoryStats> t;
+  static auto& t = *new std::vector<MemoryStats>;  // never destroyed: used during exit
   if (static_cast<int>(t.size()) <= device) t.resize(device + 1);
   return t[device];
 }

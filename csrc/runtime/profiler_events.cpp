@@ -10,7 +10,7 @@ namespace torch_tpu::runtime {
 namespace {
 std::atomic<bool> on{false};
 std::mutex mu;
-DeviceTrace trace;
+DeviceTrace& trace = *new DeviceTrace;  // never destroyed: launches end during exit
 thread_local std::vector<uint64_t> correlations;
 }  // namespace
 

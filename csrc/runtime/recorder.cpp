@@ -18,7 +18,8 @@ namespace torch_tpu::runtime {
 namespace executor {
 
 std::recursive_mutex mu;
-std::map<int, std::shared_ptr<Graph>> current;
+// never destroyed: used during exit
+std::map<int, std::shared_ptr<Graph>>& current = *new std::map<int, std::shared_ptr<Graph>>;
 
 namespace {
 
