@@ -84,55 +84,88 @@ V16 load16(const float* p) { return *reinterpret_cast<const V16*>(p); }
 void store16(float* p, V16 v) { *reinterpret_cast<V16*>(p) = v; }
 static_assert(kTk == 64, "the tile loops hold a tile's keys in four V16");
 
+// Up to four rows at once share each load of the tile: 16 accumulators.
+template <int R>
+__attribute__((always_inline)) inline void scores_block(const float* x, const float* t, int64_t width, float scale,
+                                                        float* s) {
+  V16 a[R][4] = {};
+  for (int64_t e = 0; e < width; ++e) {
+    const float* te = t + e * kTk;
+    const V16 t0 = load16(te), t1 = load16(te + 16), t2 = load16(te + 32), t3 = load16(te + 48);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const float xe = x[r * width + e];
+      a[r][0] += xe * t0, a[r][1] += xe * t1, a[r][2] += xe * t2, a[r][3] += xe * t3;
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) store16(s + r * kTk + 16 * c, a[r][c] * scale);
+}
+
 // s[r][j] = sum_e x[r][e] * t[e][j] * scale: the scores of `rows` rows
 // against the kTk keys of a transposed tile.
 TORCH_TPU_VECTOR_CLONES
 void rows_times_tile(const float* x, int64_t rows, const float* t, int64_t width, float scale, float* s) {
-  for (int64_t r = 0; r < rows; ++r) {
-    V16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
-    const float* xr = x + r * width;
-    for (int64_t e = 0; e < width; ++e) {
-      const float xe = xr[e];
-      const float* te = t + e * kTk;
-      a0 += xe * load16(te), a1 += xe * load16(te + 16), a2 += xe * load16(te + 32), a3 += xe * load16(te + 48);
-    }
-    float* sr = s + r * kTk;
-    store16(sr, a0 * scale), store16(sr + 16, a1 * scale), store16(sr + 32, a2 * scale);
-    store16(sr + 48, a3 * scale);
-  }
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) scores_block<4>(x + r * width, t, width, scale, s + r * kTk);
+  for (; r < rows; ++r) scores_block<1>(x + r * width, t, width, scale, s + r * kTk);
 }
 
-// y[:] += sum_j w[j * stride] * x[j][:] for j < n, over `width` elements: a
-// row of y held in registers 64 at a time.
+// y[i][e0:e0+64] += sum_m w[i * wi + m * wm] * x[m][e0:e0+64] for R rows i,
+// which share each load of x.
+template <int R>
+__attribute__((always_inline)) inline void accumulate_block(const float* w, int64_t wi, int64_t wm, const float* x,
+                                                            int64_t M, int64_t width, float* y, int64_t e0) {
+  V16 a[R][4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) a[i][c] = load16(y + i * width + e0 + 16 * c);
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xm = x + m * width + e0;
+    const V16 x0 = load16(xm), x1 = load16(xm + 16), x2 = load16(xm + 32), x3 = load16(xm + 48);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      const float wv = w[i * wi + m * wm];
+      a[i][0] += wv * x0, a[i][1] += wv * x1, a[i][2] += wv * x2, a[i][3] += wv * x3;
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) store16(y + i * width + e0 + 16 * c, a[i][c]);
+}
+
+// y[i][:] += sum_{m < M} w[i * wi + m * wm] * x[m][:] for i < N: the tile
+// products into rows (probabilities times values, dS times keys) and into a
+// tile's keys (Pᵀ dO, dSᵀ Q), 64 columns of four rows at a time.
 TORCH_TPU_VECTOR_CLONES
-void accumulate_rows(const float* w, int64_t stride, const float* x, int64_t n, int64_t width, float* y) {
+void accumulate(const float* w, int64_t wi, int64_t wm, const float* x, int64_t M, int64_t width, float* y,
+                int64_t N) {
   int64_t e0 = 0;
   for (; e0 + 64 <= width; e0 += 64) {
-    V16 a0 = load16(y + e0), a1 = load16(y + e0 + 16), a2 = load16(y + e0 + 32), a3 = load16(y + e0 + 48);
-    for (int64_t j = 0; j < n; ++j) {
-      const float wj = w[j * stride];
-      const float* xj = x + j * width + e0;
-      a0 += wj * load16(xj), a1 += wj * load16(xj + 16), a2 += wj * load16(xj + 32), a3 += wj * load16(xj + 48);
+    int64_t i = 0;
+    for (; i + 4 <= N; i += 4) accumulate_block<4>(w + i * wi, wi, wm, x, M, width, y + i * width, e0);
+    for (; i < N; ++i) accumulate_block<1>(w + i * wi, wi, wm, x, M, width, y + i * width, e0);
+  }
+  for (; e0 < width; ++e0)
+    for (int64_t i = 0; i < N; ++i) {
+      float a = y[i * width + e0];
+      for (int64_t m = 0; m < M; ++m) a += w[i * wi + m * wm] * x[m * width + e0];
+      y[i * width + e0] = a;
     }
-    store16(y + e0, a0), store16(y + e0 + 16, a1), store16(y + e0 + 32, a2), store16(y + e0 + 48, a3);
-  }
-  for (; e0 < width; ++e0) {
-    float a = y[e0];
-    for (int64_t j = 0; j < n; ++j) a += w[j * stride] * x[j * width + e0];
-    y[e0] = a;
-  }
 }
 
-// y[r][:] += sum_{j < n} w[r][j] * x[j][:]: weights of a tile's keys times
-// their rows (probabilities times values, dS times keys).
+// y[r][:] += sum_{j < n} w[r][j] * x[j][:]: weights of a tile's keys times their rows.
 void weights_times_rows(const float* w, int64_t rows, const float* x, int64_t n, int64_t width, float* y) {
-  for (int64_t r = 0; r < rows; ++r) accumulate_rows(w + r * kTk, 1, x, n, width, y + r * width);
+  accumulate(w, kTk, 1, x, n, width, y, rows);
 }
 
-// y[j][:] += sum_r w[r][j] * x[r][:]: the transposed product, into a tile's
-// keys (Pᵀ dO into dv, dSᵀ Q into dk).
+// y[j][:] += sum_r w[r][j] * x[r][:]: the transposed product, into a tile's keys.
 void weights_t_times_rows(const float* w, int64_t rows, const float* x, int64_t n, int64_t width, float* y) {
-  for (int64_t j = 0; j < n; ++j) accumulate_rows(w + j, kTk, x, rows, width, y + j * width);
+  accumulate(w, 1, kTk, x, rows, width, y, n);
 }
 
 // exp(x) in f32 for a row of kTk, vectorizable: 2^n times a degree-6
