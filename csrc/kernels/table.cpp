@@ -1,9 +1,11 @@
 #include "kernels/kernels.h"
 
 #ifdef TORCH_TPU_XLA_FFI
+#include "kernels/gemm.h"
 #include "xla/ffi/api/c_api.h"
 
 // Defined beside their computations (XLA_FFI_DEFINE_HANDLER_SYMBOL).
+extern "C" XLA_FFI_Error* torch_tpu_gemm_host(XLA_FFI_CallFrame* frame);
 extern "C" XLA_FFI_Error* torch_tpu_paged_attention_host(XLA_FFI_CallFrame* frame);
 extern "C" XLA_FFI_Error* torch_tpu_sdpa_backward_host(XLA_FFI_CallFrame* frame);
 extern "C" XLA_FFI_Error* torch_tpu_sdpa_forward_host(XLA_FFI_CallFrame* frame);
@@ -16,6 +18,9 @@ const std::vector<Kernel>& table() {
   // kernel's fallback runs.
 #ifdef TORCH_TPU_XLA_FFI
   static const std::vector<Kernel> kernels = {
+      {"gemm", "torch_tpu_gemm", "XLA's dot_general (lowering/matmul.cpp)",
+       gemm_library_loaded() ? std::vector<Handler>{{"Host", reinterpret_cast<void*>(&torch_tpu_gemm_host)}}
+                             : std::vector<Handler>{}},
       {"paged_attention", "torch_tpu_paged_attention",
        "the vLLM backend's composite (integrations/vllm/attention.py)",
        {{"Host", reinterpret_cast<void*>(&torch_tpu_paged_attention_host)}}},
@@ -26,6 +31,7 @@ const std::vector<Kernel>& table() {
   };
 #else
   static const std::vector<Kernel> kernels = {
+      {"gemm", "torch_tpu_gemm", "XLA's dot_general (lowering/matmul.cpp)", {}},
       {"paged_attention", "torch_tpu_paged_attention",
        "the vLLM backend's composite (integrations/vllm/attention.py)", {}},
       {"sdpa_backward", "torch_tpu_sdpa_backward", "the composite SDPA backward (lowering/attention.cpp)", {}},
