@@ -2,6 +2,7 @@
 // and reach the backend as these ops; each becomes one dot_general, plus the
 // scaled bias of the add* forms.
 #include "lowering/common.h"
+#include "lowering/gemm_kernel.h"
 #include "lowering/registry.h"
 
 namespace torch_tpu::lowering {
@@ -87,24 +88,28 @@ std::optional<Value> weight_first(Builder& b, const Value& lhs, const Value& rhs
   return b.transpose(swapped, batched ? Dims{0, 2, 1} : Dims{1, 0});
 }
 
-Value matrix_product(const Value& m1, const Value& m2, Builder& b) {
+Value matrix_product(Context& ctx, const Value& m1, const Value& m2) {
+  Builder& b = ctx.b;
   check_rank(m1, 2, "self");
   check_rank(m2, 2, "mat2");
   TPU_CHECK(m1.shape()[1] == m2.shape()[0], ErrorKind::Runtime,
             "mat1 and mat2 shapes cannot be multiplied (", dims_str(m1.shape()), " and ",
             dims_str(m2.shape()), ")");
   check_same_dtype(m1, m2);
+  if (auto kernel = gemm_kernel(ctx, m1, m2, /*batched=*/false)) return *kernel;
   if (auto swapped = weight_first(b, m1, m2, /*batched=*/false)) return *swapped;
   return contract(b, m1, m2, {}, {}, {1}, {0});
 }
 
-Value batch_product(const Value& b1, const Value& b2, Builder& b) {
+Value batch_product(Context& ctx, const Value& b1, const Value& b2) {
+  Builder& b = ctx.b;
   check_rank(b1, 3, "batch1");
   check_rank(b2, 3, "batch2");
   TPU_CHECK(b2.shape()[0] == b1.shape()[0] && b2.shape()[1] == b1.shape()[2], ErrorKind::Runtime,
             "Expected size for first two dimensions of batch2 tensor to be: [", b1.shape()[0], ", ",
             b1.shape()[2], "] but got: [", b2.shape()[0], ", ", b2.shape()[1], "].");
   check_same_dtype(b1, b2);
+  if (auto kernel = gemm_kernel(ctx, b1, b2, /*batched=*/true)) return *kernel;
   const Shape& s1 = b1.shape();
   const Shape& s2 = b2.shape();
   if (s1[0] == 1) {
@@ -135,7 +140,7 @@ constexpr int64_t kAddbmmSequentialBatches = 16;
 std::vector<Value> lower_addbmm(Context& ctx, const Args& a) {
   Builder& b = ctx.b;
   Value b1 = a[1].as_tensor(), b2 = a[2].as_tensor();
-  Value batches = batch_product(b1, b2, b);
+  Value batches = batch_product(ctx, b1, b2);
   int64_t n = b1.shape()[0];
   if (n == 0 || n > kAddbmmSequentialBatches) {
     Value p = contract(b, b1, b2, {}, {}, {0, 2}, {0, 1});
@@ -156,7 +161,7 @@ std::vector<Value> lower_addbmm(Context& ctx, const Args& a) {
 
 std::vector<Value> lower_addmm(Context& ctx, const Args& a) {
   Value m1 = a[1].as_tensor();
-  return {scaled_sum(ctx, a[0], matrix_product(m1, a[2].as_tensor(), ctx.b), a[3], a[4],
+  return {scaled_sum(ctx, a[0], matrix_product(ctx, m1, a[2].as_tensor()), a[3], a[4],
                      m1.dtype())};
 }
 
@@ -168,13 +173,13 @@ std::vector<Value> lower_addmv(Context& ctx, const Args& a) {
 
 std::vector<Value> lower_baddbmm(Context& ctx, const Args& a) {
   Value b1 = a[1].as_tensor();
-  return {scaled_sum(ctx, a[0], batch_product(b1, a[2].as_tensor(), ctx.b), a[3], a[4],
+  return {scaled_sum(ctx, a[0], batch_product(ctx, b1, a[2].as_tensor()), a[3], a[4],
                      b1.dtype())};
 }
 
 std::vector<Value> lower_bmm(Context& ctx, const Args& a) {
   Value b1 = a[0].as_tensor();
-  return {cast(ctx.b, batch_product(b1, a[1].as_tensor(), ctx.b), b1.dtype())};
+  return {cast(ctx.b, batch_product(ctx, b1, a[1].as_tensor()), b1.dtype())};
 }
 
 std::vector<Value> lower_dot(Context& ctx, const Args& a) {
@@ -193,7 +198,7 @@ std::vector<Value> lower_dot(Context& ctx, const Args& a) {
 
 std::vector<Value> lower_mm(Context& ctx, const Args& a) {
   Value m1 = a[0].as_tensor();
-  return {cast(ctx.b, matrix_product(m1, a[1].as_tensor(), ctx.b), m1.dtype())};
+  return {cast(ctx.b, matrix_product(ctx, m1, a[1].as_tensor()), m1.dtype())};
 }
 
 std::vector<Value> lower_mv(Context& ctx, const Args& a) {
@@ -275,7 +280,7 @@ std::vector<Value> lower_grouped_mm(Context& ctx, const Args& a) {
     Value xs = b.select(keep, b.broadcast_in_dim(x, gmk, {1, 2}), b.zeros(x.dtype(), gmk));
     out = contract(b, xs, w, {}, {}, {2}, {0});
   } else {
-    out = batch_product(x, w, b);
+    out = batch_product(ctx, x, w);
   }
   return {cast(b, out, out_type)};
 }
