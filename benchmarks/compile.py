@@ -6,6 +6,8 @@ an accelerator gives the bigger model), as
 
   compile_tpu     torch.compile(backend="tpu"): one captured StableHLO program per graph
                   (forward, backward, AdamW(capturable=True) step)
+  compile_tpu_composite   the same with TORCH_TPU_KERNELS=composite: XLA's dot for every
+                  matmul instead of the GEMM platform kernel (before/after, side by side)
   defer_and_fuse  eager on tpu, ops fused into deferred graphs
   strict          eager on tpu, one program per op
   cpu_eager       PyTorch eager on the CPU
@@ -50,8 +52,12 @@ import torch_tpu
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpt import GPT, SIZES, loss_fn, step_flops  # noqa: E402
 
-CONFIGS = ["compile_tpu", "defer_and_fuse", "strict", "cpu_eager", "inductor_cpu", "jax_jit_cpu"]
-MODE = {"compile_tpu": "strict", "defer_and_fuse": "defer_and_fuse", "strict": "strict"}
+CONFIGS = ["compile_tpu", "compile_tpu_composite", "defer_and_fuse", "strict", "cpu_eager", "inductor_cpu",
+           "jax_jit_cpu"]
+MODE = {"compile_tpu": "strict", "compile_tpu_composite": "strict", "defer_and_fuse": "defer_and_fuse",
+        "strict": "strict"}
+# Configurations that are another one in an environment of their own.
+VARIANT = {"compile_tpu_composite": ("compile_tpu", {"TORCH_TPU_KERNELS": "composite"})}
 
 
 def data(args):
@@ -172,9 +178,10 @@ class Worker:
     it was skipped), then timing blocks of steps when asked."""
 
     def __init__(self, workload, size, config, warmup):
+        base, env = VARIANT.get(config, (config, {}))
         self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--worker", workload, size, config, str(warmup)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            [sys.executable, os.path.abspath(__file__), "--worker", workload, size, base, str(warmup)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, **env})
         self.ready = self._reply()
 
     def block(self, steps):
@@ -289,8 +296,8 @@ def main():
         return
     fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4.2))
     axes = axes if len(results) > 1 else [axes]
-    colors = {"compile_tpu": "tab:green", "defer_and_fuse": "tab:orange", "strict": "tab:blue",
-              "cpu_eager": "gray", "inductor_cpu": "tab:purple", "jax_jit_cpu": "tab:red"}
+    colors = {"compile_tpu": "tab:green", "compile_tpu_composite": "tab:olive", "defer_and_fuse": "tab:orange",
+              "strict": "tab:blue", "cpu_eager": "gray", "inductor_cpu": "tab:purple", "jax_jit_cpu": "tab:red"}
     for ax, (workload, row) in zip(axes, results.items()):
         names = list(row)
         bars = ax.bar(names, [row[n] for n in names], color=[colors.get(n, "black") for n in names])

@@ -19,6 +19,11 @@ and PyTorch's CPU kernel, each in a process of its own so that its peak RSS grow
 results of the three are compared before the table is printed. Needs no vLLM:
 python3 benchmarks/platform_kernels.py --only sdpa
 
+GEMM (csrc/kernels/gemm.cpp: MKL), at the products of benchmarks/compile.py's GPT
+training step: the kernel's custom call, XLA's dot_general and PyTorch's CPU matmul, each
+alone in a program (benchmarks/gemm_shapes.py, which sweeps the shape classes):
+python3 benchmarks/platform_kernels.py --only gemm
+
 (Not benchmarks/kernels.py: the scripts here run with benchmarks/ first on sys.path, and that
 name would shadow the `kernels` package that transformers imports.)
 """
@@ -186,9 +191,28 @@ def sdpa(args):
           f"{c['peak_mb'] / max(k['peak_mb'], 1):17.2f} {cpu['peak_mb'] / max(k['peak_mb'], 1):11.2f}")
 
 
+# ---- GEMM
+
+
+def gemm(args):
+    import gemm_shapes
+
+    if not platform_kernels.target("gemm"):
+        raise SystemExit("the GEMM kernel does not run here (TORCH_TPU_KERNELS=composite, or no MKL)")
+    print("\nGEMM, f32, the GPT training step's products (best of interleaved rounds)")
+    print(f"{'M x N x K op':22} {'kernel ms':>10} {'xla dot ms':>11} {'cpu mm ms':>10} {'xla/kernel':>11} "
+          f"{'cpu/kernel':>11}")
+    with torch.inference_mode():
+        for m, n, k, layout in [(1024, 768, 256, "NT"), (1024, 4096, 256, "NT"), (1024, 256, 1024, "NN"),
+                                (4096, 256, 1024, "TN")]:
+            t = gemm_shapes.measure(m, n, k, layout, torch.float32)
+            print(f"{f'{m} x {n} x {k} {layout}':22} {t['kernel'] * 1e3:10.3f} {t['xla'] * 1e3:11.3f} "
+                  f"{t['torch'] * 1e3:10.3f} {t['xla'] / t['kernel']:11.2f} {t['torch'] / t['kernel']:11.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--only", choices=["paged_attention", "sdpa"], help="one kernel's rows (default: both)")
+    ap.add_argument("--only", choices=["gemm", "paged_attention", "sdpa"], help="one kernel's rows (default: all)")
     ap.add_argument("--launches", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--seq", type=int, default=4096, help="SDPA's sequence length")
@@ -198,6 +222,8 @@ def main():
     args = ap.parse_args()
     if args.sdpa_variant:
         return sdpa_variant(args.sdpa_variant, args.seq, args.sdpa_rounds, args.save)
+    if args.only in (None, "gemm"):
+        gemm(args)
     if args.only in (None, "paged_attention"):
         paged_attention(args)
     if args.only in (None, "sdpa"):
