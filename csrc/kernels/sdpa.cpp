@@ -193,6 +193,24 @@ void exp_row(float* x, float shift, float factor) {
   }
 }
 
+// The max and the sum of a tile's row of kTk (masked keys past n hold -inf
+// as scores, 0 as weights).
+TORCH_TPU_VECTOR_CLONES
+float row_max(const float* s) {
+  float top = -INFINITY;
+#pragma omp simd reduction(max : top)
+  for (int64_t j = 0; j < kTk; ++j) top = std::max(top, s[j]);
+  return top;
+}
+
+TORCH_TPU_VECTOR_CLONES
+float row_sum(const float* s) {
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < kTk; ++j) sum += s[j];
+  return sum;
+}
+
 // y += w * x over n elements.
 TORCH_TPU_VECTOR_CLONES
 void axpy(float w, const float* x, float* y, int64_t n) {
@@ -254,9 +272,7 @@ void forward_item(const Problem& p, int64_t item, ForwardScratch& w, float* out,
     for (int64_t r = 0; r < rows; ++r) {
       float* s = &w.s[r * kTk];
       mask_row(p, b, h, i0 + r, j0, n, s);
-      float top = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) top = std::max(top, s[j]);
-      const float m_new = std::max(w.m[r], top);
+      const float m_new = std::max(w.m[r], row_max(s));
       if (m_new == -INFINITY) {  // nothing seen yet: no weight
         std::fill(s, s + kTk, 0.0f);
         continue;
@@ -265,9 +281,7 @@ void forward_item(const Problem& p, int64_t item, ForwardScratch& w, float* out,
       if (alpha != 1.0f)
         for (int64_t e = 0; e < p.Ev; ++e) w.acc[r * p.Ev + e] *= alpha;
       exp_row(s, m_new, 1.0f);
-      float sum = 0;
-      for (int64_t j = 0; j < n; ++j) sum += s[j];
-      w.l[r] = w.l[r] * alpha + sum;
+      w.l[r] = w.l[r] * alpha + row_sum(s);
       w.m[r] = m_new;
     }
     weights_times_rows(w.s.data(), rows, p.v_row(b, kvh, j0), n, p.Ev, w.acc.data());
@@ -298,13 +312,11 @@ void recompute_row(const Problem& p, int64_t b, int64_t h, int64_t i, float& max
     transpose_tile(p.k_row(b, h / p.G, j0), n, p.E, kt.data());
     rows_times_tile(p.q_row(b, h, i), 1, kt.data(), p.E, p.scale, s.data());
     mask_row(p, b, h, i, j0, n, s.data());
-    float top = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) top = std::max(top, s[j]);
-    const float m_new = std::max(m, top);
+    const float m_new = std::max(m, row_max(s.data()));
     if (m_new == -INFINITY) continue;
     l *= std::exp(m - m_new);
     exp_row(s.data(), m_new, 1.0f);
-    for (int64_t j = 0; j < n; ++j) l += s[j];
+    l += row_sum(s.data());
     m = m_new;
   }
   max = m;
