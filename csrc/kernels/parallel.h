@@ -16,10 +16,16 @@
 
 namespace torch_tpu::kernels {
 
+// How many helpers run_items schedules: at most one per `per_helper` items,
+// and no more than the pool has threads.
+inline int64_t helper_count(xla::ffi::ThreadPool& pool, int64_t items, int64_t per_helper) {
+  return std::min<int64_t>(pool.num_threads(), items / std::max<int64_t>(per_helper, 1));
+}
+
 // Runs every item 0..items-1 once. `make_worker()` is called by a thread once
 // it has claimed its first item, and returns the callable that runs items on
-// that thread (so each thread may keep scratch space of its own). At most one
-// helper per `per_helper` items is scheduled.
+// that thread (so each thread may keep scratch space of its own); at most
+// helper_count + 1 threads call it.
 template <typename MakeWorker>
 void run_items(xla::ffi::ThreadPool& pool, int64_t items, int64_t per_helper, MakeWorker& make_worker) {
   struct Counters {
@@ -35,8 +41,7 @@ void run_items(xla::ffi::ThreadPool& pool, int64_t items, int64_t per_helper, Ma
       counters->done.fetch_add(1, std::memory_order_release);
     }
   };
-  int64_t helpers = std::min<int64_t>(pool.num_threads(), items / std::max<int64_t>(per_helper, 1));
-  for (int64_t h = 0; h < helpers; ++h) pool.Schedule(decltype(drain)(drain));
+  for (int64_t h = 0, helpers = helper_count(pool, items, per_helper); h < helpers; ++h) pool.Schedule(decltype(drain)(drain));
   drain();
   while (counters->done.load(std::memory_order_acquire) < items) std::this_thread::yield();
 }

@@ -14,17 +14,19 @@
 // Forward: one item per (batch, head, query tile) gives out and the row
 // logsumexp (-inf for a row that sees nothing, whose output is zero).
 // Backward: one item per (batch, key/value head, key tile) owns that tile's
-// dk and dv and adds into dq, which each thread keeps a copy of (summed at
-// the end); probabilities are recomputed from the saved logsumexp, except in
-// rows whose logsumexp is so large that f32 lost its log(sum) part (Hugging
-// Face pads with finfo.min added to the scores): those rows' max and sum are
-// recomputed from the keys, as the composite divides by the sum.
+// dk and dv and adds into dq (the calling thread into the result, each
+// helper into a copy of its own, summed at the end); probabilities are
+// recomputed from the saved logsumexp, except in rows whose logsumexp is so
+// large that f32 lost its log(sum) part (Hugging Face pads with finfo.min
+// added to the scores): those rows' max and sum are recomputed from the
+// keys, as the composite divides by the sum.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <mutex>
+#include <new>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -453,24 +455,29 @@ ffi::Error SdpaBackward(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> dout, ffi::B
       int64_t(lse.element_count()) != rows || int64_t(dq->element_count()) != rows * p.E ||
       dk->element_count() != k.element_count() || dv->element_count() != v.element_count())
     return ffi::Error::InvalidArgument("sdpa_backward: the gradients and saved results do not fit q, k and v");
-  const RowStats st = row_stats(p, lse.typed_data(), dout.typed_data(), out.typed_data());
-  // Each thread's dq, summed into the result at the end.
-  std::mutex mu;
+  // The calling thread adds into dq itself, each helper into a copy of its
+  // own, summed at the end; all allocated here, where running out of memory
+  // can be an error rather than an exception on a pool thread.
+  const int64_t items = ((p.S + kTk - 1) / kTk) * p.B * p.Hk;
+  float* g = dq->typed_data();
+  std::fill(g, g + rows * p.E, 0.0f);
+  RowStats st;
   std::vector<std::unique_ptr<float[]>> copies;
+  try {
+    st = row_stats(p, lse.typed_data(), dout.typed_data(), out.typed_data());
+    for (int64_t h = helper_count(pool, items, 2); h > 0; --h) copies.emplace_back(new float[rows * p.E]());
+  } catch (const std::bad_alloc&) {
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted, "sdpa_backward: out of host memory for its scratch");
+  }
+  std::vector<float*> targets{g};
+  for (const auto& c : copies) targets.push_back(c.get());
+  std::atomic<size_t> claimed{0};
   auto make = [&] {
-    float* mine;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      copies.emplace_back(new float[rows * p.E]());
-      mine = copies.back().get();
-    }
-    return [&, w = std::make_shared<BackwardScratch>(p, mine)](int64_t i) {
+    return [&, w = std::make_shared<BackwardScratch>(p, targets[claimed++])](int64_t i) {
       backward_item(p, st, dout.typed_data(), i, *w, dk->typed_data(), dv->typed_data());
     };
   };
-  run_items(pool, ((p.S + kTk - 1) / kTk) * p.B * p.Hk, 2, make);
-  float* g = dq->typed_data();
-  std::fill(g, g + rows * p.E, 0.0f);
+  run_items(pool, items, 2, make);
   for (const auto& c : copies) axpy(1.0f, c.get(), g, rows * p.E);
   return ffi::Error::Success();
 }
