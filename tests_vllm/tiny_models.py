@@ -34,8 +34,8 @@ def _tokenizer(folder: str, vocab_size: int):
     return fast
 
 
-ARCHS = ("llama", "llama-bench", "qwen3", "qwen3-moe", "qwen2-moe", "mixtral", "deepseek-v2", "mistral",
-         "gemma2")
+ARCHS = ("llama", "llama-bench", "qwen3", "qwen3-moe", "qwen3-moe-bench", "qwen2-moe", "mixtral",
+         "deepseek-v2", "mistral", "gemma2")
 
 
 def _config(arch: str, vocab: int):
@@ -46,6 +46,13 @@ def _config(arch: str, vocab: int):
                               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                               max_position_embeddings=1024, bos_token_id=1, eos_token_id=2,
                               pad_token_id=0, initializer_range=0.1), tf.LlamaForCausalLM
+    if arch == "qwen3-moe-bench":
+        # The benchmark's Llama with its MLP as 8 experts, 2 a token (head size 64, as llama-bench).
+        return tf.Qwen3MoeConfig(vocab_size=vocab, hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
+                                 num_key_value_heads=2, head_dim=64, num_experts=8, num_experts_per_tok=2,
+                                 moe_intermediate_size=256, decoder_sparse_step=1, norm_topk_prob=True,
+                                 max_position_embeddings=1024, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+                                 initializer_range=0.1, tie_word_embeddings=False), tf.Qwen3MoeForCausalLM
     common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                   bos_token_id=1, eos_token_id=2, pad_token_id=0, initializer_range=0.1,
