@@ -33,9 +33,10 @@ test: install
 # vLLM on tpu (python/torch_tpu/integrations/vllm): vLLM lives in its own venv,
 # .venv-vllm (scripts/install_vllm.sh says why); its tests are tests_vllm/, run
 # with that venv's python. -fast is the CI slice (one tiny model, the server,
-# paged attention, n-gram speculative decoding, the refusals of untested options);
-# test-vllm adds the other models, batching, preemption, prefix caching, warm-up,
-# draft models, quantization, structured output.
+# paged attention, n-gram speculative decoding, the refusals of untested options,
+# a tiny Qwen3-MoE and MoE routing); test-vllm adds the other models (MoE too),
+# batching, preemption, prefix caching, warm-up, draft models, quantization,
+# structured output.
 VLLM_PYTHON = .venv-vllm/bin/python
 vllm-env: build
 	PYTHON=$(PYTHON) bash scripts/install_vllm.sh
