@@ -21,13 +21,14 @@ import json
 import os
 import statistics
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests_vllm"))
 
 import torch  # noqa: E402
-import torch_tpu  # noqa: E402,F401
+from matmul_order import timed  # noqa: E402
+from moe_layers import random_layer, reference  # noqa: E402
+from torch.testing import assert_close  # noqa: E402
 from torch_tpu.compile.capture import CapturedFunction  # noqa: E402
 from torch_tpu.integrations.vllm.moe import EXPERTS  # noqa: E402
 
@@ -35,28 +36,6 @@ from torch_tpu.integrations.vllm.moe import EXPERTS  # noqa: E402
 # prefill steps, then a larger layer (Mixtral-like ratios at small width).
 SHAPES = ["16x64x64x4x2", "256x64x64x4x2", "16x64x32x8x2", "256x64x32x8x2",
           "32x256x512x8x2", "1024x256x512x8x2"]
-
-
-def reference(x, w13, w2, weights, ids):
-    """float64 loop over each token's picked experts."""
-    x, w13, w2, weights = (t.double() for t in (x, w13, w2, weights))
-    out = torch.zeros_like(x)
-    for t in range(x.shape[0]):
-        for j, e in enumerate(ids[t].tolist()):
-            gate, up = (w13[e] @ x[t]).chunk(2)
-            out[t] += weights[t, j] * (w2[e] @ (torch.nn.functional.silu(gate) * up))
-    return out
-
-
-def timed(fn, inputs, seconds=0.3):
-    fn(list(inputs))
-    torch.tpu.synchronize()
-    n, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        fn(list(inputs))
-        n += 1
-    torch.tpu.synchronize()
-    return (time.perf_counter() - start) / n * 1e3
 
 
 def main():
@@ -67,19 +46,14 @@ def main():
     g = torch.Generator().manual_seed(0)
     rows = []
     for shape in args.shapes.split(","):
-        t, h, i, e, k = (int(v) for v in shape.split("x"))
-        x = torch.randn(t, h, generator=g)
-        w13 = torch.randn(e, 2 * i, h, generator=g) / h ** 0.5
-        w2 = torch.randn(e, h, i, generator=g) / i ** 0.5
-        weights, ids = torch.randn(t, e, generator=g).softmax(-1).topk(k, dim=-1)
-        expected = reference(x, w13, w2, weights, ids) if t <= 256 else None
-        # w2 as the plugin stores it: transposed once after loading.
-        inputs = [v.to("tpu") for v in (x, w13, w2.transpose(1, 2).contiguous(), weights, ids)]
+        layer = random_layer(*(int(v) for v in shape.split("x")), g)
+        expected = reference(*layer) if layer[0].shape[0] <= 256 else None
+        inputs = [v.to("tpu") for v in layer]
         fns = {name: CapturedFunction(lambda *a, f=f: [f(*a)], f"moe {name}") for name, f in EXPERTS.items()}
         for name, fn in fns.items():
             got = fn(list(inputs))[0].cpu().double()
             if expected is not None:
-                torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4, msg=lambda m: f"{name} {shape}: {m}")
+                assert_close(got, expected, rtol=1e-4, atol=1e-4, msg=lambda m: f"{name} {shape}: {m}")
         times = {name: [] for name in fns}
         for _ in range(args.rounds):
             for name, fn in fns.items():

@@ -15,6 +15,7 @@ import pytest
 import torch
 from vllm.model_executor.layers.fused_moe.router.cpu_router import _grouped_topk, _softmax_topk
 
+import moe_layers
 import tiny_models
 from conftest import VLLM_CPU, VOCAB, greedy, run_llm
 from test_greedy import check
@@ -52,28 +53,11 @@ def test_routing_equals_vllm_cpu_router(case):
     torch.testing.assert_close(got_w, exp_w)
 
 
-def _reference_experts(x, w13, w2, weights, ids):
-    x, w13, w2, weights = (t.double() for t in (x, w13, w2, weights))
-    out = torch.zeros_like(x)
-    for t in range(x.shape[0]):
-        for j, e in enumerate(ids[t].tolist()):
-            gate, up = (w13[e] @ x[t]).chunk(2)
-            out[t] += weights[t, j] * (w2[e] @ (torch.nn.functional.silu(gate) * up))
-    return out
-
-
 @pytest.mark.parametrize("way", sorted(moe.EXPERTS))
 def test_experts_equal_a_loop_over_picked_experts(way):
-    g = torch.Generator().manual_seed(1)
-    tokens, hidden, inner, experts = 24, 32, 16, 6
-    x = torch.randn(tokens, hidden, generator=g)
-    w13 = torch.randn(experts, 2 * inner, hidden, generator=g) / hidden ** 0.5
-    w2 = torch.randn(experts, hidden, inner, generator=g) / inner ** 0.5
-    weights, ids = torch.randn(tokens, experts, generator=g).softmax(-1).topk(2, dim=-1)
-    # w2 as the plugin stores it: transposed once after loading.
-    got = moe.EXPERTS[way](*(t.to("tpu") for t in (x, w13, w2.transpose(1, 2).contiguous(), weights, ids)))
-    torch.testing.assert_close(got.cpu().double(), _reference_experts(x, w13, w2, weights, ids),
-                               rtol=1e-5, atol=1e-5)
+    layer = moe_layers.random_layer(24, 32, 16, 6, 2, torch.Generator().manual_seed(1))
+    got = moe.EXPERTS[way](*(t.to("tpu") for t in layer))
+    torch.testing.assert_close(got.cpu().double(), moe_layers.reference(*layer), rtol=1e-5, atol=1e-5)
 
 
 def test_qwen3_moe_equals_hf(models):
