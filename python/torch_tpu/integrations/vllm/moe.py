@@ -80,25 +80,22 @@ def dense_experts(x, w13, w2t, weights, ids):
     picked = ids[..., None] == torch.arange(experts, device=ids.device)            # [T, k, E]
     scale = (picked.to(weights.dtype) * weights[..., None]).sum(dim=1).to(act.dtype)  # [T, E]
     # A select, not only the product: an unpicked expert's inf must not leak in as nan.
-    act = torch.where(picked.any(dim=1)[..., None], act * scale[..., None], torch.zeros((), dtype=act.dtype,
-                                                                                          device=act.device))
+    act = torch.where(picked.any(dim=1)[..., None], act * scale[..., None], act.new_zeros(()))
     return act.reshape(tokens, experts * inner) @ w2t.reshape(experts * inner, hidden)
 
 
 def grouped_experts(x, w13, w2t, weights, ids):
     """The same sum through `torch._grouped_mm`: a copy of each token per
     picked expert, sorted by expert, each group multiplied by its expert."""
-    tokens, hidden = x.shape
-    experts = w13.shape[0]
     flat = ids.reshape(-1)
     order = flat.argsort(stable=True)
-    counts = (flat[:, None] == torch.arange(experts, device=flat.device)).sum(dim=0)
+    token = order // ids.shape[1]   # the token of each sorted copy
+    counts = (flat[:, None] == torch.arange(w13.shape[0], device=flat.device)).sum(dim=0)
     offs = counts.cumsum(0).to(torch.int32)
-    rows = x.index_select(0, order // ids.shape[1])
-    act = _silu_and_mul(torch._grouped_mm(rows, w13.transpose(1, 2), offs))
+    act = _silu_and_mul(torch._grouped_mm(x.index_select(0, token), w13.transpose(1, 2), offs))
     out = torch._grouped_mm(act, w2t, offs)
     out = out * weights.reshape(-1).index_select(0, order)[:, None].to(out.dtype)
-    return torch.zeros_like(x).index_add(0, order // ids.shape[1], out)
+    return torch.zeros_like(x).index_add(0, token, out)
 
 
 EXPERTS = {"dense": dense_experts, "grouped": grouped_experts}
