@@ -182,7 +182,8 @@ def sdpa(args):
             results[variant] = torch.load(save)
     for variant in ("composite", "cpu"):
         for name, got, want in zip(("out", "dq", "dk", "dv"), results["kernel"], results[variant]):
-            torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3, msg=lambda m: f"kernel vs {variant} {name}: {m}")
+            torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3,
+                                       msg=lambda m: f"kernel vs {variant} {name}: {m}")
     k, c, cpu = figures["kernel"], figures["composite"], figures["cpu"]
     print(f"{'':12} {'kernel':>10} {'composite':>10} {'cpu sdpa':>10} {'composite/kernel':>17} {'cpu/kernel':>11}")
     print(f"{'seconds':12} {k['s']:10.3f} {c['s']:10.3f} {cpu['s']:10.3f} {c['s'] / k['s']:17.2f} "

@@ -270,3 +270,15 @@ print(q.grad.cpu().sum(), "ok")
     r = run_python(code, timeout=600, TORCH_TPU_DUMP_HLO="1", TORCH_TPU_CACHE_DIR=None)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-4000:]
     assert [r.stderr.count(f'call_target_name = "torch_tpu_sdpa_{p}"') for p in ("forward", "backward")] == [2, 2]
+
+
+@pytest.mark.parametrize("mask_shape", [(2, 1, 1, 5, 6), (1, 3, 2, 1, 6), (3, 1, 1, 6), (6,)])
+def test_masks_broadcast_over_some_batch_dims(mask_shape):
+    """Two batch dims, flattened into one for the kernel: a mask that broadcasts over
+    some of them is widened to all of them, one over the rest stays in place."""
+    q, k, v = randn(2, 3, 2, 5, 8), randn(2, 3, 2, 6, 8, seed=1), randn(2, 3, 2, 6, 8, seed=2)
+    up = randn(2, 3, 2, 5, 8, seed=3)
+    mask = randn(*mask_shape, seed=4)
+    want = reference(q, k, v, up, mask, False, None)
+    got = forward_backward(*on_tpu(q, k, v, up, mask), False, None)
+    check(got, want, torch.float32)

@@ -47,9 +47,18 @@ Value kernel_mask(Builder& b, const SdpaCall& c) {
   return b.reshape(m, s);
 }
 
+// A rank-4 f32 result back in the shape `like` (with its last dim `last`) and type t.
 Value restore(Builder& b, Value x, Shape like, int64_t last, E t) {
   like.back() = last;
   return cast(b, b.reshape(x, like), t);
+}
+
+Value restore(Builder& b, Value x, const Value& like) {
+  return restore(b, x, like.shape(), like.shape().back(), like.dtype());
+}
+
+std::vector<Builder::FfiAttr> attributes(const SdpaCall& c) {
+  return {Builder::FfiAttr::f32("scale", c.scale), Builder::FfiAttr::boolean("causal", c.causal)};
 }
 
 }  // namespace
@@ -63,8 +72,7 @@ std::optional<Values> sdpa_kernel_forward(Context& ctx, const SdpaCall& c) {
   Shape o = q.shape();
   o[3] = v.shape()[3];
   Values r = b.custom_call(target, {q, flat(b, c.k), v, kernel_mask(b, c)},
-                           {{E::F32, o}, {E::F32, {o[0], o[1], o[2]}}},
-                           {Builder::FfiAttr::f32("scale", c.scale), Builder::FfiAttr::boolean("causal", c.causal)});
+                           {{E::F32, o}, {E::F32, {o[0], o[1], o[2]}}}, attributes(c));
   Shape rows(c.q.shape().begin(), c.q.shape().end() - 1);
   return Values{restore(b, r[0], c.q.shape(), c.v.shape().back(), c.q.dtype()), b.reshape(r[1], rows)};
 }
@@ -76,14 +84,10 @@ std::optional<Values> sdpa_kernel_backward(Context& ctx, const SdpaCall& c, Valu
   if (target.empty()) return std::nullopt;
   Builder& b = ctx.b;
   Value q = flat(b, c.q), k = flat(b, c.k), v = flat(b, c.v);
-  Values r = b.custom_call(
-      target, {flat(b, grad_out), q, k, v, kernel_mask(b, c), flat(b, out), b.reshape(cast(b, logsumexp, E::F32),
-                                                                                 {q.shape()[0], q.shape()[1], q.shape()[2]})},
-      {q.type, k.type, v.type},
-      {Builder::FfiAttr::f32("scale", c.scale), Builder::FfiAttr::boolean("causal", c.causal)});
-  return Values{restore(b, r[0], c.q.shape(), c.q.shape().back(), c.q.dtype()),
-                restore(b, r[1], c.k.shape(), c.k.shape().back(), c.k.dtype()),
-                restore(b, r[2], c.v.shape(), c.v.shape().back(), c.v.dtype())};
+  Value rows = b.reshape(cast(b, logsumexp, E::F32), {q.shape()[0], q.shape()[1], q.shape()[2]});
+  Values r = b.custom_call(target, {flat(b, grad_out), q, k, v, kernel_mask(b, c), flat(b, out), rows},
+                           {q.type, k.type, v.type}, attributes(c));
+  return Values{restore(b, r[0], c.q), restore(b, r[1], c.k), restore(b, r[2], c.v)};
 }
 
 }  // namespace torch_tpu::lowering
