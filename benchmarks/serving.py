@@ -63,11 +63,13 @@ def run_vllm(spec):
               disable_log_stats=not spec.get("log_stats"), speculative_config=spec.get("speculative"))
     startup = time.perf_counter() - start
     engine = llm.llm_engine
+    # vLLM's metrics exist only with its stat logging, which the other runs keep off.
+    drafts_so_far = (lambda: spec_decode_counts(llm)) if spec.get("log_stats") else (lambda: (0, 0))
     params = SamplingParams(temperature=0, max_tokens=spec["max_tokens"], ignore_eos=True)
     results = []
     for rep in range(spec["passes"]):
         torch_tpu.reset_metrics()
-        drafted = spec_decode_counts(llm)
+        drafted = drafts_so_far()
         t0 = time.perf_counter()
         stamps = {}
         for i, p in enumerate(spec["prompts"][rep]):
@@ -83,7 +85,7 @@ def run_vllm(spec):
         wall = time.perf_counter() - t0
         m = torch_tpu.metrics()
         n = len(spec["prompts"][rep])
-        drafts, accepted = (b - a for a, b in zip(drafted, spec_decode_counts(llm)))
+        drafts, accepted = (b - a for a, b in zip(drafted, drafts_so_far()))
         results.append(summarize(spec["name"], [t0] * n, [stamps[i] for i in range(n)], wall, {
             "pass": rep, "programs_compiled": m["graphs_compiled"], "program_cache_misses": m["cache_misses"],
             "startup_seconds": startup, "tokens": [tokens[i] for i in range(n)],
