@@ -16,15 +16,13 @@
 // over keys at positions <= the query's (and > position - window when
 // window > 0); a softmax in f32 weighs the values.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <memory>
-#include <thread>
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/parallel.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace torch_tpu::kernels {
@@ -132,23 +130,6 @@ void attend(const Problem& p, int64_t s, int64_t kvh, std::vector<float>& scores
   }
 }
 
-// Items (query slot, KV head) claimed from one counter by the calling thread
-// and by tasks on the plugin's intra-op pool. The caller works too and then
-// waits only for items already claimed, so it never waits on a task that
-// has not started; a late task finds no item left and touches nothing else.
-struct Work {
-  std::atomic<int64_t> next{0}, done{0};
-  int64_t items = 0;
-};
-
-void drain(const Problem& p, const std::vector<int64_t>& live, Work& w) {
-  std::vector<float> scores, scratch;
-  for (int64_t i; (i = w.next.fetch_add(1)) < w.items;) {
-    attend(p, live[i / p.Hkv], i % p.Hkv, scores, scratch);
-    w.done.fetch_add(1, std::memory_order_release);
-  }
-}
-
 ffi::Error PagedAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> query, ffi::AnyBuffer cache,
                           ffi::Buffer<ffi::S64> key_blocks, ffi::Buffer<ffi::S64> query_index,
                           ffi::Buffer<ffi::S64> query_pos, ffi::Buffer<ffi::S64> output_index,
@@ -191,13 +172,13 @@ ffi::Error PagedAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> query, ffi
 
   std::vector<float> results(p.R * p.C * p.H * p.D, 0.0f);
   p.results = results.data();
-  auto work = std::make_shared<Work>();
-  work->items = int64_t(live.size()) * p.Hkv;
-  int64_t helpers = std::min<int64_t>(pool.num_threads(), work->items / 8);
-  for (int64_t i = 0; i < helpers; ++i)
-    pool.Schedule([work, &p, &live] { drain(p, live, *work); });
-  drain(p, live, *work);
-  while (work->done.load(std::memory_order_acquire) < work->items) std::this_thread::yield();
+  // Items are (query slot, KV head); each thread keeps its own scratch rows.
+  auto make_worker = [&p, &live] {
+    return [&p, &live, scores = std::vector<float>(), scratch = std::vector<float>()](int64_t i) mutable {
+      attend(p, live[i / p.Hkv], i % p.Hkv, scores, scratch);
+    };
+  };
+  run_items(pool, int64_t(live.size()) * p.Hkv, /*per_helper=*/8, make_worker);
 
   float* o = out->typed_data();
   for (int64_t t = 0; t < p.T; ++t) {

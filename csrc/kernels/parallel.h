@@ -41,7 +41,8 @@ void run_items(xla::ffi::ThreadPool& pool, int64_t items, int64_t per_helper, Ma
       counters->done.fetch_add(1, std::memory_order_release);
     }
   };
-  for (int64_t h = 0, helpers = helper_count(pool, items, per_helper); h < helpers; ++h) pool.Schedule(decltype(drain)(drain));
+  const int64_t helpers = helper_count(pool, items, per_helper);
+  for (int64_t h = 0; h < helpers; ++h) pool.Schedule(decltype(drain)(drain));
   drain();
   while (counters->done.load(std::memory_order_acquire) < items) std::this_thread::yield();
 }
