@@ -5,13 +5,17 @@
 // runs) is the faster for f32.
 //
 // Measured with `python3 benchmarks/gemm_shapes.py --quick` (kernel and XLA's
-// dot interleaved in one process, 2 cores; the machine was shared and loaded,
-// so single ratios moved 0.6-2x between runs): over the 19 products of the
-// GPT training step, XLA's time over the kernel's had a median of 1.11 (f32;
-// 2-D products 0.57-2.17, batched attention products 0.78-2.37); small f32
-// products 32 x 256 x 256 .. 128 x 128 x 128 1.2-2.0. bf16 products went the
-// other way (MKL's bf16 GEMM at 1024 x 768 x 256: 0.35-0.65 of XLA's speed
-// in NN and NT, 0.8-1.4 in TN): they run XLA's dot.
+// dot interleaved in one process, 2 cores, a shared machine whose load moved
+// single ratios by 0.6-2x between runs): over the 19 products of the GPT
+// training step, XLA's time over the kernel's had a median of 1.11 (loaded)
+// and 1.09 (load 1.5-6; 2-D products 0.59-1.32, the TN ones of weight
+// gradients lowest, batched attention products 0.82-1.67); small f32
+// products, 32 x 256 x 256 .. 128 x 128 x 128, 1.2-2.0 (loaded). On the step
+// (`python3 benchmarks/compile.py --sizes issue`, quiet) the kernel made
+// compile_tpu 1.09x faster in training and 1.10x in inference than with XLA's
+// dot everywhere. bf16 products went the other way (MKL's bf16 GEMM at
+// 1024 x 768 x 256: 0.35-0.65 of XLA's speed in NN and NT; TN 0.8-3.0):
+// they run XLA's dot.
 #include "lowering/gemm_kernel.h"
 
 namespace torch_tpu::lowering {
