@@ -73,7 +73,8 @@ std::optional<Tensors> fused_attention_backward(const std::vector<c10::IValue>& 
   at::AutoGradMode grad_mode(true);
   auto leaf = [](const at::Tensor& t) { return widen(t).detach().requires_grad_(true); };
   std::optional<at::Tensor> bias = opt_tensor(a[4]);
-  const bool bias_grad = bias && bias->is_floating_point();
+  const auto wanted = a[5].toBoolList();  // grad_input_mask
+  const bool bias_grad = bias && bias->is_floating_point() && wanted.size() > 3 && wanted.get(3);
   if (bias) bias = bias_grad ? leaf(*bias) : *bias;
   Attention at{leaf(a[1].toTensor()), leaf(a[2].toTensor()), leaf(a[3].toTensor()), bias, a[13].toBool(),
                opt_double(a[16])};

@@ -302,8 +302,8 @@ Values lower_sdpa_overrideable_backward(Context& ctx, const Args& a) {
   Value dss = b.mul(ds, scale);
   Value dq = head_dot(b, at, dss, at.k, r - 1, r - 2);
   Value dk = b.dot_general(dss, at.q, batch, batch, {r - 2}, {r - 2}, at.acc);
-  Value dbias = bias && bias->dtype() != E::Bool ? cast(b, unbroadcast(b, ds, bias->shape()), bias->dtype())
-                                                 : b.zeros(q.dtype(), {0});
+  // Only where grad_input_mask asks for it, as the kernel path above.
+  Value dbias = mask_grad ? cast(b, unbroadcast(b, ds, bias->shape()), bias->dtype()) : b.zeros(q.dtype(), {0});
   return {cast(b, dq, q.dtype()), cast(b, gather_heads(b, dk, at.group), k.dtype()),
           cast(b, gather_heads(b, dv, at.group), v.dtype()), dbias};
 }
