@@ -153,8 +153,10 @@ def test_pl_kernel_runs_in_interpret_form():
 
 def test_pl_kernel_needs_the_mpmd_map_rule(monkeypatch):
     """Without our rule for mpmd_map, JAX's own refuses pl.kernel off TPU."""
-    real = jax_lower._interpret_rules
-    monkeypatch.setattr(jax_lower, "_interpret_rules", lambda noted: real(noted)[:1])
+    from torch_tpu.kernels import pallas_interpret
+
+    real = pallas_interpret.rules
+    monkeypatch.setattr(pallas_interpret, "rules", lambda lost: real(lost)[:1])
     with pytest.raises(ValueError, match="Only interpret mode is supported on CPU backend"):
         _module_text(mul_by_pl_kernel, (8, 128), (8, 128))
 
@@ -180,26 +182,26 @@ def test_emit_pipeline_is_traced_for_the_chip_without_a_jax_client():
     assert xla_bridge._backends == {}
 
 
-def test_refs_a_kernel_writes_through_are_refused_off_tpu():
+def test_refs_a_kernel_writes_through_keep_its_writes():
     """Helion's TPU pipelines alias HBM through refs made with jax.new_ref;
-    interpret form loses a kernel's writes to them (JAX's own interpret mode
-    too), so off TPU that is an error, not a wrong result."""
+    a kernel's writes through them (and its reads of what it wrote) land,
+    as on a TPU, though JAX's own interpret mode loses them."""
     def add_into_ref(x, y):
         r = jax.new_ref(y)
 
         def body(x_ref, o_ref):
             r[...] = r[...] + x_ref[...]
-            o_ref[...] = x_ref[...]
+            o_ref[...] = r[...] * 2
 
         mesh = pltpu.create_tensorcore_mesh("core", num_cores=1)
         out = pl.kernel(body, jax.ShapeDtypeStruct(x.shape, x.dtype), mesh=mesh)(x)
         return out, r[...]
 
     call = tpu_pallas.JaxCallable(name="t_ref", jit_fn=jax.jit(add_into_ref), trace_key="t_ref")
-    x = torch.randn(8, 128, device="tpu")
-    with pytest.raises(NotImplementedError, match=r"JaxCallable\('t_ref'\): the function creates "
-                       r"refs \(jax.new_ref\) that its Pallas kernels write through"):
-        call(x, x)
+    x, y = torch.randn(8, 128), torch.randn(8, 128)
+    out, written = call(x.to("tpu"), y.to("tpu"))
+    torch.testing.assert_close(written.cpu(), x + y, rtol=0, atol=0)
+    torch.testing.assert_close(out.cpu(), (x + y) * 2, rtol=0, atol=0)
 
     def doubled(x):  # refs outside any kernel are discharged, as jit does
         r = jax.new_ref(x)
@@ -207,7 +209,53 @@ def test_refs_a_kernel_writes_through_are_refused_off_tpu():
         return r[...]
 
     call = tpu_pallas.JaxCallable(name="t_ref2", jit_fn=jax.jit(doubled), trace_key="t_ref2")
-    torch.testing.assert_close(call(x).cpu(), x.cpu() * 2)
+    torch.testing.assert_close(call(x.to("tpu")).cpu(), x * 2)
+
+
+def test_refs_a_pallas_call_closes_over_keep_its_writes():
+    """A ref a pallas_call closes over is a whole array in HBM, written on
+    every grid step; each step sees the previous steps' writes."""
+    def count_steps(x, y):
+        r = jax.new_ref(y)
+
+        def body(x_ref, o_ref):
+            r[...] += 1
+            o_ref[...] = x_ref[...] + r[0:8, :]
+
+        spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+        out = pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(4,),
+                             in_specs=[spec], out_specs=spec)(x)
+        return out, r[...]
+
+    call = tpu_pallas.JaxCallable(name="t_ref3", jit_fn=jax.jit(count_steps), trace_key="t_ref3")
+    x, y = torch.randn(32, 128), torch.randn(32, 128)
+    out, written = call(x.to("tpu"), y.to("tpu"))
+    torch.testing.assert_close(written.cpu(), y + 4)
+    torch.testing.assert_close(out.cpu(), x + torch.cat([y[:8] + step for step in (1, 2, 3, 4)]))
+
+
+def test_refs_beside_a_blocked_alias_are_refused_off_tpu():
+    """Interpret form keeps a kernel's writes through an aliased input only
+    where the input is a whole array in HBM; a function that creates refs
+    and also aliases a blocked input is refused rather than risk losing
+    writes."""
+    def blocked(x, y):
+        r = jax.new_ref(y)
+
+        def body(x_ref, o_ref):
+            o_ref[...] = x_ref[...] + 1
+            r[...] += 1
+
+        spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+        out = pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(4,),
+                             in_specs=[spec], out_specs=spec, input_output_aliases={0: 0})(x)
+        return out, r[...]
+
+    call = tpu_pallas.JaxCallable(name="t_ref4", jit_fn=jax.jit(blocked), trace_key="t_ref4")
+    x = torch.randn(32, 128, device="tpu")
+    with pytest.raises(NotImplementedError, match=r"JaxCallable\('t_ref4'\): the function creates "
+                       r"refs \(jax.new_ref\).*aliases an input that is not a whole array in HBM"):
+        call(x, x)
 
 
 # ---------------------------------------------------------------- tpu_torch_pallas

@@ -14,11 +14,12 @@ Pallas: on a TPU plugin a `pallas_call` (or a `pl.kernel`, which binds
 `mpmd_map`) lowers to its Mosaic custom call. On every other plugin the
 lowering rules of `pallas_call` and `mpmd_map` are overridden for this
 lowering only so that they run in Pallas' interpret mode (the kernel becomes
-plain StableHLO: a loop over the grid with dynamic slices). The Mosaic
-lowering asks the module context for a backend only to read libtpu's version
-(`get_backend(optional=True)`), and JAX would create a TPU client to answer;
-during our lowering that optional question is answered "no backend", which
-Pallas handles by assuming the oldest libtpu.
+plain StableHLO: a loop over the grid with dynamic slices;
+pallas_interpret.py). The Mosaic lowering asks the module context for a
+backend only to read libtpu's version (`get_backend(optional=True)`), and JAX
+would create a TPU client to answer; during our lowering that optional
+question is answered "no backend", which Pallas handles by assuming the
+oldest libtpu.
 
 Version rule: the loaded plugin must read the StableHLO JAX emits. A plugin
 that reports its window (PJRT_Plugin_Attributes "stablehlo_minimum_version"
@@ -37,6 +38,7 @@ import warnings
 import torch
 
 from .. import _C, info
+from . import pallas_interpret
 
 PINNED_JAX = "0.10.2"
 
@@ -300,29 +302,12 @@ def _internal_refs(closed) -> bool:
     """Whether the function creates refs inside itself (`jax.new_ref`, as
     Helion's TPU pipelines alias HBM with them). They are discharged into
     plain values before lowering, as `jit` does (the module lowering refuses
-    their effect); a Pallas kernel writing through them keeps its writes only
-    in Mosaic (interpret mode, JAX's own included, loses them)."""
+    their effect); a Pallas kernel writing through them gets them as inputs
+    aliased to outputs, which interpret form keeps on one buffer as Mosaic
+    does (pallas_interpret.py; JAX's own interpret mode loses those writes)."""
     from jax._src import core
 
     return any(isinstance(e, core.InternalMutableArrayEffect) for e in closed.effects)
-
-
-def _interpret_rules(interpreted: list):
-    """Lowering rules that run Pallas kernels in interpret mode: `pallas_call`
-    and `pl.kernel`'s `mpmd_map` (whose rule for a non-TPU platform builds a
-    pallas_call lowering with the kernel's own, non-interpret setting)."""
-    from jax._src.pallas import mpmd
-    from jax._src.pallas import pallas_call as pc
-
-    def pallas_call_rule(ctx, *args, interpret=False, **kw):
-        interpreted.append(True)
-        return pc._pallas_call_lowering(ctx, *args, interpret=interpret or True, **kw)
-
-    def mpmd_map_rule(ctx, *args, interpret=False, **kw):
-        interpreted.append(True)
-        return mpmd._mpmd_map_fallback_lowering(ctx, *args, interpret=interpret or True, **kw)
-
-    return ((pc.pallas_call_p, pallas_call_rule), (mpmd.mpmd_map_p, mpmd_map_rule))
 
 
 def lower(fn, signature, who: str, *, check=True, trees=None) -> str:
@@ -335,9 +320,9 @@ def lower(fn, signature, who: str, *, check=True, trees=None) -> str:
 
     platform = lowering_platform()
     params = mlir.LoweringParameters()
-    interpreted = []
+    interpreted = []  # per kernel lowered in interpret form: its aliases that lose writes
     if pallas_lowering(platform) == "interpret":
-        params = mlir.LoweringParameters(override_lowering_rules=_interpret_rules(interpreted))
+        params = mlir.LoweringParameters(override_lowering_rules=pallas_interpret.rules(interpreted))
     flat = _flat(fn, who, trees)
     with _traced(who, "tracing the function", signature), _x64(signature), _lowering_lock, \
             _no_backend_for_optional_questions(), _traced_for_the_chip():
@@ -353,11 +338,12 @@ def lower(fn, signature, who: str, *, check=True, trees=None) -> str:
             platforms=(platform,), backend=None,
             axis_context=sharding_impls.ShardingContext(1), donated_args=[False] * n,
             lowering_parameters=params)
-    if interpreted and refs:
+    if refs and any(interpreted):
         raise NotImplementedError(
             f"{who}: the function creates refs (jax.new_ref) that its Pallas kernels write "
-            f"through; Pallas' interpret form, which runs kernels on this '{platform}' plugin, "
-            "loses those writes (only Mosaic, on a TPU, keeps them)")
+            f"through, and a kernel also aliases an input that is not a whole array in HBM; "
+            f"Pallas' interpret form, which runs kernels on this '{platform}' plugin, would lose "
+            "writes through it (pallas_interpret.py)")
     if interpreted:
         _note_interpret(platform)
     if check and not check_version(result.module, who):
