@@ -370,6 +370,22 @@ def test_tpu_device_name(monkeypatch):
     assert tpu_info.chip_version_from_device_kind("TPU7x") is tpu_info.ChipVersion.TPU_7X
 
 
+def test_tpu_info_outside_a_trace_is_the_traced_chips():
+    """Helion asks Pallas for the TPU's VMEM size before it traces, which
+    reads JAX's default device: JAX's CPU device next to torch_tpu. Importing
+    torch_tpu._internal.pallas answers it with the chip kernels are traced
+    for (TPU7x off TPU), where JAX alone refuses the kind "cpu"."""
+    from jax._src import mesh as mesh_lib
+    from jax._src.pallas.mosaic import tpu_info
+
+    cpu = mesh_lib.AbstractDevice(device_kind="cpu", num_cores=1, platform="cpu")
+    with mesh_lib.use_abstract_mesh(mesh_lib.AbstractMesh((), (), abstract_device=cpu)):
+        info = pltpu.get_tpu_info()
+    expected = tpu_info.get_tpu_info_for_chip(tpu_info.ChipVersion.TPU_7X, 1)
+    assert info.vmem_capacity_bytes == expected.vmem_capacity_bytes == 64 * 2**20
+    assert info.chip_version is tpu_info.ChipVersion.TPU_7X
+
+
 # ---------------------------------------------------------------- Inductor's Pallas backend
 
 def test_compile_with_inductor_routes_tpu_graphs_to_the_tpu_compiler(monkeypatch):

@@ -109,6 +109,31 @@ def _traced_for_the_chip():
     return mesh_lib.use_abstract_mesh(mesh_lib.AbstractMesh((), (), abstract_device=device))
 
 
+def answer_tpu_info_on_jax_cpu():
+    """Pallas' `get_tpu_info()` asked outside a kernel trace reads JAX's
+    default device, which next to torch_tpu is JAX's CPU device (JAX never
+    drives the chips here), and fails there ("Unsupported TPU device kind:
+    cpu"). Helion asks it for its VMEM budget before it traces. Pallas'
+    registry of other device kinds answers it instead with the chip that
+    kernels are traced for (pallas_device_kind: the TPU's own, or TPU7x,
+    which interpret form models and Helion's interpret mode registers), as
+    Helion 1.5.1 registers itself with TorchTPU; an entry already there is
+    kept. Numerics do not change: the question failed before."""
+    try:
+        from jax._src.pallas.mosaic import tpu_info
+    except ImportError:
+        return
+
+    def info():
+        kind = pallas_device_kind()
+        chip = tpu_info.chip_version_from_device_kind(kind)
+        if chip is None:
+            raise ValueError(f"torch_tpu: Pallas has no chip information for the TPU kind {kind!r}")
+        return tpu_info.get_tpu_info_for_chip(chip, 1)
+
+    tpu_info.registry.setdefault("cpu", info)
+
+
 def pallas_lowering(platform: str) -> str:
     """How a pallas_call is lowered for a JAX platform: "mosaic" (TPU) or
     "interpret" (plain StableHLO, every other plugin)."""
