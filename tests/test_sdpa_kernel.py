@@ -3,7 +3,7 @@ for XLA's CPU plugin) against the CPU in float64 and against the composite lower
 replaces (TORCH_TPU_KERNELS=composite, in a fresh interpreter): forward and every
 gradient, causal, boolean and additive masks (broadcast padding masks included), GQA,
 sizes that are no multiple of its 64-row tiles, one query, head dims 8..128, f32, bf16
-and f16, in strict, defer_and_fuse and torch.compile(backend="tpu"); the programs hold
+and f16, dropout (the documented mask, the composite's), in strict, defer_and_fuse and torch.compile(backend="tpu"); the programs hold
 the kernel's custom calls (the composite's, none); a Hugging Face tiny Llama trains
 through it as on the CPU."""
 import math
@@ -167,15 +167,68 @@ def test_defer_and_fuse_and_compile(mode, kind):
     check(got, want, torch.float32)
 
 
-def test_dropout_keeps_the_composite():
-    """The kernel draws no dropout mask: with dropout_p > 0 the composite's draw runs
-    (its statistics are test_attention's), so a call with dropout 0 still equals
-    the reference and one with dropout differs from it."""
-    shape = (1, 2, 2, 64, 64, 16, 16)
-    q, k, v, _ = inputs(shape, torch.float32)
-    torch.tpu.manual_seed(0)
-    out = F.scaled_dot_product_attention(*on_tpu(q, k, v), dropout_p=0.5)
-    assert not torch.allclose(out.cpu(), F.scaled_dot_product_attention(q, k, v), atol=1e-3)
+def dropout_keep(seed, offset, p, shape):
+    """The documented dropout mask (lowering/attention.cpp's keep_mask), drawn in numpy:
+    splitmix64 of key + (index + 1) * gamma over each score's flat index, key =
+    mix(seed ^ mix(offset)); kept where the top 24 bits as a fraction are >= p."""
+    import numpy as np
+
+    def mix(z):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+    word = lambda t: np.array([int(t)], dtype=np.int64).view(np.uint64)
+    key = mix(word(seed) ^ mix(word(offset)))
+    index = np.arange(math.prod(shape), dtype=np.uint64)
+    u = (mix(key + (index + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)).astype(np.float32)
+    return torch.from_numpy(u * np.float32(2.0 ** -24) >= np.float32(p)).reshape(shape)
+
+
+def dropped_attention(q, k, v, keep, p, causal):
+    """Attention with a given dropout mask, by hand: softmax, kept entries / (1 - p), times v."""
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), -math.inf)
+    return (torch.softmax(s, -1) * keep / (1 - p)) @ v
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [SHAPES[1], SHAPES[2]])
+def test_dropout_draws_the_documented_mask_in_the_kernel(shape, causal):
+    """With dropout_p > 0 the kernel runs too: its forward and every gradient equal, in
+    float64 on the CPU, attention with the mask drawn from the op's (philox_seed,
+    philox_offset) as documented -- the mask the composite draws."""
+    p = 0.3
+    q, k, v, up = inputs(shape, torch.float32)
+    torch.tpu.manual_seed(5)
+    res = A._scaled_dot_product_fused_attention_overrideable(*on_tpu(q, k, v), None, p, causal, False)
+    seed, offset = res[6].cpu().item(), res[7].cpu().item()
+    torch.tpu.manual_seed(5)  # the same draw again, through F.scaled_dot_product_attention's autograd
+    got = forward_backward(*on_tpu(q, k, v, up), None, causal, None,
+                           fn=lambda a, b, c, m, cz, sc: F.scaled_dot_product_attention(
+                               a, b, c, dropout_p=p, is_causal=cz, enable_gqa=a.shape[1] != b.shape[1]))
+    torch.testing.assert_close(got[0].cpu(), res[0].cpu())
+    B, Hq, Hk, L, S, E, Ev = shape
+    keep = dropout_keep(seed, offset, p, (B, Hq, L, S))
+    assert 0.6 < keep.float().mean() < 0.8
+    want = forward_backward(q.double(), k.double(), v.double(), up.double(), None, causal, None,
+                            fn=lambda a, b, c, *_: dropped_attention(a, b, c, keep, p, causal))
+    check(got, want, torch.float32)
+
+
+def test_dropout_one_gives_zeros_and_the_mask_changes_with_the_seed():
+    q, k, v, up = inputs(SHAPES[1], torch.float32)
+    out = F.scaled_dot_product_attention(*on_tpu(q, k, v), dropout_p=1.0, enable_gqa=True)
+    assert out.cpu().abs().max() == 0
+    draws = []
+    for seed in (0, 1):
+        torch.tpu.manual_seed(seed)
+        draws.append(F.scaled_dot_product_attention(*on_tpu(q, k, v), dropout_p=0.5, enable_gqa=True).cpu())
+    assert not torch.allclose(draws[0], draws[1], atol=1e-3)
+    assert not torch.allclose(draws[0], F.scaled_dot_product_attention(q, k, v, enable_gqa=True), atol=1e-3)
 
 
 SUBPROCESS = """
@@ -218,18 +271,57 @@ def test_kernel_equals_composite_and_composite_emits_no_kernel(run_python):
         check(got, composite[key], torch.float32)
 
 
-def test_a_failing_handler_raises_naming_the_op():
-    """Shapes the handler refuses (a mask that broadcasts to nothing) fail the op with
-    the handler's message, and the process goes on."""
+DROPOUT_SUBPROCESS = """
+import sys, torch, torch_tpu
+sys.path.insert(0, {tests!r})
+from test_sdpa_kernel import SHAPES, dropout_results
+torch.save(dropout_results(), {path!r})
+print("ok")
+"""
+
+
+def dropout_results():
+    """SHAPES[1], causal and not, dropout 0.3 from seed 5: output and gradients."""
+    q, k, v, up = inputs(SHAPES[1], torch.float32)
+    results = {}
+    for causal in (False, True):
+        torch.tpu.manual_seed(5)
+        results[causal] = [t.cpu() for t in forward_backward(
+            *on_tpu(q, k, v, up), None, causal, None,
+            fn=lambda a, b, c, m, cz, sc: F.scaled_dot_product_attention(a, b, c, dropout_p=0.3, is_causal=cz,
+                                                                         enable_gqa=True))]
+    return results
+
+
+def test_dropout_kernel_equals_composite(run_python):
+    """The composite (TORCH_TPU_KERNELS=composite, a fresh interpreter) draws the same mask."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "results.pt")
+        code = DROPOUT_SUBPROCESS.format(tests=os.path.dirname(os.path.abspath(__file__)), path=path)
+        r = run_python(code, timeout=600, TORCH_TPU_KERNELS="composite", TORCH_TPU_CACHE_DIR=None)
+        assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-4000:]
+        composite = torch.load(path)
+    for causal, got in dropout_results().items():
+        check(got, composite[causal], torch.float32)
+
+
+@pytest.mark.parametrize("bad, match", [("mask", "the mask does not broadcast"),
+                                        ("dropout", "a dropout probability in \\[0, 1\\]")])
+def test_a_failing_handler_raises_naming_the_op(bad, match):
+    """Operands the handler refuses (a mask that broadcasts to nothing, a dropout
+    probability past 1) fail the op with the handler's message, and the process goes on."""
     import numpy as np
     from torch_tpu.kernels.ffi import ffi_op
-    op = ffi_op("test_sdpa_kernel::forward", platform_kernels.target("sdpa_forward"),
-                lambda q, k, v, m: [(torch.float32, q[1]), (torch.float32, q[1][:3])],
-                attributes={"scale": np.float32(0.25), "causal": False}, nargs=4)
+    op = ffi_op(f"test_sdpa_kernel::forward_{bad}", platform_kernels.target("sdpa_forward"),
+                lambda q, k, v, m, key: [(torch.float32, q[1]), (torch.float32, q[1][:3])],
+                attributes={"scale": np.float32(0.25), "causal": False,
+                            "dropout": np.float32(1.5 if bad == "dropout" else 0.0), "rescale": np.float32(1.0)},
+                nargs=5)
     q = torch.randn(1, 2, 8, 16).to("tpu")
-    bad_mask = torch.zeros(1, 1, 3, 5).to("tpu")
-    with pytest.raises(RuntimeError, match="sdpa_forward: the mask does not broadcast"):
-        op(q, q, q, bad_mask)[0].cpu()
+    mask = torch.zeros(1, 1, 3, 5) if bad == "mask" else torch.zeros(0, 0, 0, 0)
+    key = torch.zeros((), dtype=torch.uint64)
+    with pytest.raises(RuntimeError, match="sdpa_forward: .*" + match):
+        op(q, q, q, mask.to("tpu"), key.to("tpu"))[0].cpu()
     assert (torch.ones(2).to("tpu") + 1).cpu().tolist() == [2.0, 2.0]
 
 

@@ -20,6 +20,11 @@
 // large that f32 lost its log(sum) part (Hugging Face pads with finfo.min
 // added to the scores): those rows' max and sum are recomputed from the
 // keys, as the composite divides by the sum.
+//
+// Dropout draws the composite's mask (lowering/attention.cpp's keep_mask), a
+// hash of each score's flat index, so it needs no L x S tensor either: the
+// forward drops weights after the row's sum is taken (the softmax is of the
+// whole row), the backward redraws the same entries.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -58,6 +63,8 @@ struct Problem {
   int64_t B, Hq, Hk, G, L, S, E, Ev;
   float scale;
   bool causal;
+  float dropout = 0, rescale = 1;  // rescale: of kept weights, 1 / (1 - dropout)
+  uint64_t key = 0;                // of the dropout mask's stream
   const float *q, *k, *v;
   // The mask: none, boolean or additive, with a stride of 0 on broadcast dims.
   enum class Mask { None, Bool, Add } mask = Mask::None;
@@ -245,6 +252,28 @@ void mask_row(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j0, int
   }
 }
 
+// Whether score `index` (flat in [B, Hq, L, S]) is kept: splitmix64 of
+// key + (index + 1) * gamma, its top 24 bits a uniform draw in [0, 1).
+inline bool kept(const Problem& p, uint64_t index) {
+  uint64_t z = p.key + (index + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * 0x1p-24f >= p.dropout;
+}
+
+// The first flat index of query row `row` (= (b * Hq + h) * L + i) at key j0.
+uint64_t score_index(const Problem& p, int64_t row, int64_t j0) {
+  return static_cast<uint64_t>(row) * static_cast<uint64_t>(p.S) + static_cast<uint64_t>(j0);
+}
+
+// A row's weights of keys j0 + j, j < n, dropped or rescaled.
+TORCH_TPU_VECTOR_CLONES
+void drop_row(const Problem& p, int64_t row, int64_t j0, int64_t n, float* w) {
+  const uint64_t first = score_index(p, row, j0);
+  for (int64_t j = 0; j < n; ++j) w[j] = kept(p, first + j) ? w[j] * p.rescale : 0.0f;
+}
+
 // The keys a query row may see end before this (causal), else at S.
 int64_t key_end(const Problem& p, int64_t last_row) {
   return p.causal ? std::min(p.S, last_row + 1) : p.S;
@@ -285,6 +314,7 @@ void forward_item(const Problem& p, int64_t item, ForwardScratch& w, float* out,
       exp_row(s, m_new, 1.0f);
       w.l[r] = w.l[r] * alpha + row_sum(s);
       w.m[r] = m_new;
+      if (p.dropout > 0) drop_row(p, (b * p.Hq + h) * p.L + i0 + r, j0, n, s);
     }
     weights_times_rows(w.s.data(), rows, p.v_row(b, kvh, j0), n, p.Ev, w.acc.data());
   }
@@ -383,6 +413,17 @@ void backward_item(const Problem& p, const RowStats& st, const float* dout, int6
         mask_row(p, b, h, i0 + r, j0, n, sr);
         exp_row(sr, st.max[row0 + r], inv_sum);  // the probabilities
         const float delta = st.delta[row0 + r];
+        if (p.dropout > 0) {
+          // dP reaches the scores through the kept entries only, rescaled;
+          // dV takes the dropped probabilities.
+          const uint64_t first = score_index(p, row0 + r, j0);
+          for (int64_t j = 0; j < n; ++j) {
+            const bool keep = kept(p, first + j);
+            dpr[j] = sr[j] * ((keep ? dpr[j] * p.rescale : 0.0f) - delta) * p.scale;
+            sr[j] = keep ? sr[j] * p.rescale : 0.0f;
+          }
+          continue;
+        }
 #pragma omp simd
         for (int64_t j = 0; j < kTk; ++j) dpr[j] = sr[j] * (dpr[j] - delta) * p.scale;  // dS, scaled
       }
@@ -396,6 +437,15 @@ void backward_item(const Problem& p, const RowStats& st, const float* dout, int6
 }
 
 // ---- the calls: shapes checked before any work.
+
+// The dropout operands: the key (one u64) and the probability, in [0, 1].
+ffi::Error read_dropout(ffi::Buffer<ffi::U64> key, float dropout, float rescale, const char* who, Problem& p) {
+  if (key.element_count() != 1 || !(dropout >= 0.0f && dropout <= 1.0f) || !std::isfinite(rescale))
+    return ffi::Error::InvalidArgument(std::string(who) +
+                                       ": expected one u64 key and a dropout probability in [0, 1]");
+  p.key = key.typed_data()[0], p.dropout = dropout, p.rescale = rescale;
+  return ffi::Error::Success();
+}
 
 ffi::Error read_problem(ffi::Buffer<ffi::F32> q, ffi::Buffer<ffi::F32> k, ffi::Buffer<ffi::F32> v,
                         ffi::AnyBuffer mask, float scale, bool causal, const char* who, Problem& p) {
@@ -428,10 +478,12 @@ ffi::Error read_problem(ffi::Buffer<ffi::F32> q, ffi::Buffer<ffi::F32> k, ffi::B
 }
 
 ffi::Error SdpaForward(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<ffi::F32> k,
-                       ffi::Buffer<ffi::F32> v, ffi::AnyBuffer mask, ffi::ResultBuffer<ffi::F32> out,
-                       ffi::ResultBuffer<ffi::F32> lse, float scale, bool causal) {
+                       ffi::Buffer<ffi::F32> v, ffi::AnyBuffer mask, ffi::Buffer<ffi::U64> key,
+                       ffi::ResultBuffer<ffi::F32> out, ffi::ResultBuffer<ffi::F32> lse, float scale, bool causal,
+                       float dropout, float rescale) {
   Problem p;
   if (auto e = read_problem(q, k, v, mask, scale, causal, "sdpa_forward", p); e.failure()) return e;
+  if (auto e = read_dropout(key, dropout, rescale, "sdpa_forward", p); e.failure()) return e;
   if (int64_t(out->element_count()) != p.B * p.Hq * p.L * p.Ev ||
       int64_t(lse->element_count()) != p.B * p.Hq * p.L)
     return ffi::Error::InvalidArgument("sdpa_forward: the results do not fit q and v");
@@ -446,10 +498,12 @@ ffi::Error SdpaForward(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffe
 
 ffi::Error SdpaBackward(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> dout, ffi::Buffer<ffi::F32> q,
                         ffi::Buffer<ffi::F32> k, ffi::Buffer<ffi::F32> v, ffi::AnyBuffer mask,
-                        ffi::Buffer<ffi::F32> out, ffi::Buffer<ffi::F32> lse, ffi::ResultBuffer<ffi::F32> dq,
-                        ffi::ResultBuffer<ffi::F32> dk, ffi::ResultBuffer<ffi::F32> dv, float scale, bool causal) {
+                        ffi::Buffer<ffi::U64> key, ffi::Buffer<ffi::F32> out, ffi::Buffer<ffi::F32> lse,
+                        ffi::ResultBuffer<ffi::F32> dq, ffi::ResultBuffer<ffi::F32> dk,
+                        ffi::ResultBuffer<ffi::F32> dv, float scale, bool causal, float dropout, float rescale) {
   Problem p;
   if (auto e = read_problem(q, k, v, mask, scale, causal, "sdpa_backward", p); e.failure()) return e;
+  if (auto e = read_dropout(key, dropout, rescale, "sdpa_backward", p); e.failure()) return e;
   const int64_t rows = p.B * p.Hq * p.L;
   if (int64_t(dout.element_count()) != rows * p.Ev || int64_t(out.element_count()) != rows * p.Ev ||
       int64_t(lse.element_count()) != rows || int64_t(dq->element_count()) != rows * p.E ||
@@ -491,10 +545,13 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(torch_tpu_sdpa_forward_host, SdpaForward,
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::Buffer<ffi::U64>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Attr<float>("scale")
-                                  .Attr<bool>("causal"));
+                                  .Attr<bool>("causal")
+                                  .Attr<float>("dropout")
+                                  .Attr<float>("rescale"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(torch_tpu_sdpa_backward_host, SdpaBackward,
                               ffi::Ffi::Bind()
@@ -504,12 +561,15 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(torch_tpu_sdpa_backward_host, SdpaBackward,
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::Buffer<ffi::U64>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Attr<float>("scale")
-                                  .Attr<bool>("causal"));
+                                  .Attr<bool>("causal")
+                                  .Attr<float>("dropout")
+                                  .Attr<float>("rescale"));
 
 }  // namespace torch_tpu::kernels

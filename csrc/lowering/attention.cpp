@@ -172,29 +172,42 @@ Value probabilities(Builder& b, Value s, const RowSoftmax& r) {
 
 // ---- dropout: the mask is a function of (seed, offset) alone, so the
 // backward regenerates the forward's mask from the saved philox_seed and
-// philox_offset.
+// philox_offset. It is a counter-based hash of each score's flat index in
+// [..., Hq, L, S], so that the fused kernel (kernels/sdpa.cpp, which never
+// holds the whole score tensor) draws the same mask tile by tile: a key
+// from (seed, offset), then splitmix64 of key + (index + 1) * gamma, whose
+// top 24 bits are the uniform draw.
 
-Value mix(Builder& b, Value z) {
-  auto u = [&](uint64_t c) {
-    return b.op("stablehlo.constant", {}, hlo::scalar_type(E::U64),
-                "value = dense<" + std::to_string(c) + "> : tensor<ui64>");
-  };
-  z = b.mul(b.xor_(z, b.shift_right_logical(z, u(30))), u(0xBF58476D1CE4E5B9ull));
-  z = b.mul(b.xor_(z, b.shift_right_logical(z, u(27))), u(0x94D049BB133111EBull));
-  return b.xor_(z, b.shift_right_logical(z, u(31)));
+Value u64_full(Builder& b, uint64_t c, const Shape& shape) {
+  Value k = b.op("stablehlo.constant", {}, hlo::scalar_type(E::U64),
+                 "value = dense<" + std::to_string(c) + "> : tensor<ui64>");
+  return shape.empty() ? k : b.broadcast_in_dim(k, shape, {});
 }
 
-// True where a probability is kept. seed, offset: rank-0 i64.
-Value keep_mask(Builder& b, Value seed, Value offset, double p, const Shape& shape) {
-  E u64 = E::U64;
-  Value s = b.bitcast_convert(seed, hlo::scalar_type(u64)), o = b.bitcast_convert(offset, hlo::scalar_type(u64));
-  // Hashing (seed, offset) into the PHILOX key gives every call its own
-  // stream; the offset as a counter would overlap neighbouring calls.
-  Value key = mix(b, b.xor_(s, mix(b, o)));
-  Value state = b.concatenate({b.reshape(key, {1}), b.zeros(u64, {1})}, 0);
-  Value state_out;
-  Value bits = b.rng_bit_generator(state, TensorType{E::U32, shape}, &state_out);
-  Value u = b.mul(b.convert(b.shift_right_logical(bits, b.full(8, E::U32, shape)), E::F32),
+// splitmix64's finalizer (kernels/sdpa.cpp's dropout_mix).
+Value mix(Builder& b, Value z) {
+  const Shape& s = z.shape();
+  z = b.mul(b.xor_(z, b.shift_right_logical(z, u64_full(b, 30, s))), u64_full(b, 0xBF58476D1CE4E5B9ull, s));
+  z = b.mul(b.xor_(z, b.shift_right_logical(z, u64_full(b, 27, s))), u64_full(b, 0x94D049BB133111EBull, s));
+  return b.xor_(z, b.shift_right_logical(z, u64_full(b, 31, s)));
+}
+
+// The stream's key: rank-0 u64. seed, offset: rank-0 i64. Hashing the
+// offset into the key gives every call its own stream; the offset as a
+// counter would overlap neighbouring calls.
+Value dropout_key(Builder& b, Value seed, Value offset) {
+  Value s = b.bitcast_convert(seed, hlo::scalar_type(E::U64)), o = b.bitcast_convert(offset, hlo::scalar_type(E::U64));
+  return mix(b, b.xor_(s, mix(b, o)));
+}
+
+// True where a probability is kept.
+Value keep_mask(Builder& b, Value key, double p, const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  Value index = b.reshape(b.iota(TensorType{E::U64, {n}}, 0), shape);
+  Value z = b.add(b.broadcast_in_dim(key, shape, {}),
+                  b.mul(b.add(index, u64_full(b, 1, shape)), u64_full(b, 0x9E3779B97F4A7C15ull, shape)));
+  Value u = b.mul(b.convert(b.shift_right_logical(mix(b, z), u64_full(b, 40, shape)), E::F32),
                   b.full(std::ldexp(1.0, -24), E::F32, shape));
   return b.compare(u, b.full(p, E::F32, shape), Compare::GE);
 }
@@ -218,16 +231,8 @@ Values lower_sdpa_overrideable(Context& ctx, const Args& a) {
   Value q = a[0].as_tensor(), k = a[1].as_tensor(), v = a[2].as_tensor();
   double dropout = a[4].as_float();
   Attention at = read(ctx, q, k, v, a[3].opt_tensor(), a[5].as_bool(), a[7], op);
-  // The kernel draws no dropout mask: with dropout the composite runs.
-  if (dropout <= 0)
-    if (auto r = sdpa_kernel_forward(ctx, {q, k, v, at.bias, at.causal, at.scale}))
-      return {(*r)[0], (*r)[1], b.zeros(E::I64, {0}), b.zeros(E::I64, {0}), b.constant_int(0, E::I64),
-              b.constant_int(0, E::I64), b.zeros(q.dtype(), {0})};
-  Value s = scores(b, at);
-  RowSoftmax rows = row_softmax(b, s);
-  Value lse = row_logsumexp(b, rows);
-  Value p = probabilities(b, s, rows);
   Value seed = b.constant_int(0, E::I64), offset = b.constant_int(0, E::I64);
+  std::optional<Value> key;
   if (dropout > 0) {
     const Arg* rng = find_rng(a);
     TPU_CHECK(rng, ErrorKind::NotImplemented, op,
@@ -238,7 +243,16 @@ Values lower_sdpa_overrideable(Context& ctx, const Args& a) {
     };
     seed = word(0);
     offset = word(1);
-    Value keep = keep_mask(b, seed, offset, dropout, p.shape());
+    key = dropout_key(b, seed, offset);
+  }
+  if (auto r = sdpa_kernel_forward(ctx, {q, k, v, at.bias, at.causal, at.scale, dropout, key}))
+    return {(*r)[0], (*r)[1], b.zeros(E::I64, {0}), b.zeros(E::I64, {0}), seed, offset, b.zeros(q.dtype(), {0})};
+  Value s = scores(b, at);
+  RowSoftmax rows = row_softmax(b, s);
+  Value lse = row_logsumexp(b, rows);
+  Value p = probabilities(b, s, rows);
+  if (dropout > 0) {
+    Value keep = keep_mask(b, *key, dropout, p.shape());
     p = b.select(keep, b.div(p, b.full(1 - dropout, at.acc, p.shape())), b.zeros(at.acc, p.shape()));
   }
   int64_t r = at.rank();
@@ -269,9 +283,11 @@ Values lower_sdpa_overrideable_backward(Context& ctx, const Args& a) {
   Attention at = read(ctx, q, k, v, bias, a[13].as_bool(), a[16], op);
   // The kernel gives no mask gradient (an L x S tensor): the composite does.
   const bool mask_grad = bias && bias->dtype() != E::Bool && a[5].bools.size() > 3 && a[5].bools[3];
-  if (dropout <= 0 && !mask_grad)
-    if (auto r = sdpa_kernel_backward(ctx, {q, k, v, at.bias, at.causal, at.scale}, g, a[6].as_tensor(),
-                                      a[7].as_tensor())) {
+  std::optional<Value> key;
+  if (dropout > 0) key = dropout_key(b, cast(b, a[14].as_tensor(), E::I64), cast(b, a[15].as_tensor(), E::I64));
+  if (!mask_grad)
+    if (auto r = sdpa_kernel_backward(ctx, {q, k, v, at.bias, at.causal, at.scale, dropout, key}, g,
+                                      a[6].as_tensor(), a[7].as_tensor())) {
       r->push_back(b.zeros(q.dtype(), {0}));
       return *r;
     }
@@ -287,8 +303,7 @@ Values lower_sdpa_overrideable_backward(Context& ctx, const Args& a) {
   Value dp = head_dot(b, at, go, at.v, r - 1, r - 1);
   Value pd = p;
   if (dropout > 0) {
-    Value keep = keep_mask(b, cast(b, a[14].as_tensor(), E::I64), cast(b, a[15].as_tensor(), E::I64),
-                           dropout, p.shape());
+    Value keep = keep_mask(b, *key, dropout, p.shape());
     Value rescale = b.full(1 / (1 - dropout), at.acc, p.shape());
     Value zero = b.zeros(at.acc, p.shape());
     pd = b.select(keep, b.mul(p, rescale), zero);

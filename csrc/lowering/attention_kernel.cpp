@@ -57,8 +57,17 @@ Value restore(Builder& b, Value x, const Value& like) {
   return restore(b, x, like.shape(), like.shape().back(), like.dtype());
 }
 
+// The dropout probability as the composite compares with it (in f32), and
+// the rescale of kept entries as the composite computes it (in double).
 std::vector<Builder::FfiAttr> attributes(const SdpaCall& c) {
-  return {Builder::FfiAttr::f32("scale", c.scale), Builder::FfiAttr::boolean("causal", c.causal)};
+  return {Builder::FfiAttr::f32("scale", c.scale), Builder::FfiAttr::boolean("causal", c.causal),
+          Builder::FfiAttr::f32("dropout", c.dropout), Builder::FfiAttr::f32("rescale", c.dropout < 1 ? 1 / (1 - c.dropout) : 0)};
+}
+
+// The key of the dropout mask's stream; 0 without dropout (unread).
+Value key_operand(Builder& b, const SdpaCall& c) {
+  if (c.dropout > 0) return *c.dropout_key;
+  return b.op("stablehlo.constant", {}, hlo::scalar_type(E::U64), "value = dense<0> : tensor<ui64>");
 }
 
 }  // namespace
@@ -71,7 +80,7 @@ std::optional<Values> sdpa_kernel_forward(Context& ctx, const SdpaCall& c) {
   Value q = flat(b, c.q), v = flat(b, c.v);
   Shape o = q.shape();
   o[3] = v.shape()[3];
-  Values r = b.custom_call(target, {q, flat(b, c.k), v, kernel_mask(b, c)},
+  Values r = b.custom_call(target, {q, flat(b, c.k), v, kernel_mask(b, c), key_operand(b, c)},
                            {{E::F32, o}, {E::F32, {o[0], o[1], o[2]}}}, attributes(c));
   Shape rows(c.q.shape().begin(), c.q.shape().end() - 1);
   return Values{restore(b, r[0], c.q.shape(), c.v.shape().back(), c.q.dtype()), b.reshape(r[1], rows)};
@@ -85,7 +94,8 @@ std::optional<Values> sdpa_kernel_backward(Context& ctx, const SdpaCall& c, Valu
   Builder& b = ctx.b;
   Value q = flat(b, c.q), k = flat(b, c.k), v = flat(b, c.v);
   Value rows = b.reshape(cast(b, logsumexp, E::F32), {q.shape()[0], q.shape()[1], q.shape()[2]});
-  Values r = b.custom_call(target, {flat(b, grad_out), q, k, v, kernel_mask(b, c), flat(b, out), rows},
+  Values r = b.custom_call(target,
+                           {flat(b, grad_out), q, k, v, kernel_mask(b, c), key_operand(b, c), flat(b, out), rows},
                            {q.type, k.type, v.type}, attributes(c));
   return Values{restore(b, r[0], c.q), restore(b, r[1], c.k), restore(b, r[2], c.v)};
 }

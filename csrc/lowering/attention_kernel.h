@@ -11,12 +11,16 @@
 namespace torch_tpu::lowering {
 
 // One SDPA call as the composite read it: q [..., Hq, L, E], k [..., Hk, S,
-// E], v [..., Hk, S, Ev] in their own dtype, the caller's mask as given.
+// E], v [..., Hk, S, Ev] in their own dtype, the caller's mask as given;
+// with dropout, the key of its mask's stream (rank-0 u64, attention.cpp's
+// dropout_key).
 struct SdpaCall {
   hlo::Value q, k, v;
   std::optional<hlo::Value> mask;
   bool causal = false;
   double scale = 1;
+  double dropout = 0;
+  std::optional<hlo::Value> dropout_key;
 };
 
 // (output in q's dtype, logsumexp [..., Hq, L] f32), or nothing where the

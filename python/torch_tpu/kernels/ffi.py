@@ -28,7 +28,8 @@ from .custom_ops import KernelOp, _check_name
 _ELEMENT = {
     torch.bfloat16: "bf16", torch.bool: "i1", torch.complex64: "complex<f32>", torch.complex128: "complex<f64>",
     torch.float16: "f16", torch.float32: "f32", torch.float64: "f64", torch.int8: "i8", torch.int16: "i16",
-    torch.int32: "i32", torch.int64: "i64", torch.uint8: "ui8",
+    torch.int32: "i32", torch.int64: "i64", torch.uint8: "ui8", torch.uint16: "ui16", torch.uint32: "ui32",
+    torch.uint64: "ui64",
 }
 _NUMPY_ATTR = {np.float16: "f16", np.float32: "f32", np.float64: "f64", np.int8: "i8", np.int16: "i16",
                np.int32: "i32", np.int64: "i64", np.uint8: "ui8", np.uint16: "ui16", np.uint32: "ui32",
