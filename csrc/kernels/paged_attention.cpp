@@ -74,10 +74,17 @@ struct CacheReader {
   }
 };
 
+// Eight partial sums, one a lane: the loop vectorizes without reassociating
+// a single sum, at any vector width the target has.
 float dot(const float* a, const float* b, int64_t n) {
+  constexpr int64_t kLanes = 8;
+  float part[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) part[l] += a[i + l] * b[i + l];
   float s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  for (; i < n; ++i) s += a[i] * b[i];
+  for (int64_t l = 0; l < kLanes; ++l) s += part[l];
   return s;
 }
 
@@ -91,42 +98,66 @@ struct Problem {
   float* results;  // [R * C, H, D]
 };
 
+// Calls visit(j, element) for the keys at positions first..last of a query
+// row's sequence, in order, `element` the offset of key j's row of KV head
+// `kvh` in the cache: block by block, one block-table read per block.
+template <typename Visit>
+void for_each_key(const Problem& p, const int64_t* row_blocks, int64_t kvh, int64_t first, int64_t last,
+                  Visit&& visit) {
+  const int64_t bs = p.block_size, row = p.Hkv * p.D;
+  for (int64_t b = first / bs; b <= last / bs; ++b) {
+    const int64_t begin = std::max(first, b * bs), end = std::min(last, b * bs + bs - 1);
+    int64_t element = ((row_blocks[b] * bs + begin - b * bs) * p.Hkv + kvh) * p.D;
+    for (int64_t j = begin; j <= end; ++j, element += row) visit(j, element);
+  }
+}
+
 // One (query slot, KV head): the G query heads that share the KV head read
 // its keys and values once. Two passes: scores (kept for the slot's keys
-// alone), then the softmax-weighted values.
+// alone), then the softmax-weighted values, normalized once at the end.
+// `scores` and `scratch` are the calling thread's.
 void attend(const Problem& p, int64_t s, int64_t kvh, std::vector<float>& scores, std::vector<float>& scratch) {
   const int64_t pos = p.qpos[s], token = p.qidx[s], D = p.D, G = p.G;
   const int64_t first = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0, n = pos + 1 - first;
-  scores.resize(G * n);
+  const int64_t* row_blocks = p.blocks + (s / p.C) * p.LB;
+  scores.resize(G * (n + 1));
   scratch.resize(D);
+  float* top = scores.data() + G * n;  // each head's largest score
+  std::fill(top, top + G, -INFINITY);
   const float* q = p.q + (token * p.H + kvh * G) * D;
-  std::vector<float> top(G, -INFINITY);
-  for (int64_t j = first; j <= pos; ++j) {
-    int64_t slot = p.blocks[(s / p.C) * p.LB + j / p.block_size] * p.block_size + j % p.block_size;
-    const float* k = p.keys.row((slot * p.Hkv + kvh) * D, D, scratch.data());
+  for_each_key(p, row_blocks, kvh, first, pos, [&](int64_t j, int64_t element) {
+    const float* k = p.keys.row(element, D, scratch.data());
     for (int64_t g = 0; g < G; ++g) {
       float x = dot(q + g * D, k, D) * p.scale;
       if (p.soft_cap > 0) x = std::tanh(x / p.soft_cap) * p.soft_cap;
       scores[g * n + j - first] = x;
       top[g] = std::max(top[g], x);
     }
-  }
-  for (int64_t g = 0; g < G; ++g) {
-    float total = 0;
-    for (int64_t j = 0; j < n; ++j) total += (scores[g * n + j] = std::exp(scores[g * n + j] - top[g]));
-    for (int64_t j = 0; j < n; ++j) scores[g * n + j] /= total;
-  }
+  });
   float* out = p.results + (s * p.H + kvh * G) * D;
-  std::fill(out, out + G * D, 0.0f);
-  for (int64_t j = first; j <= pos; ++j) {
-    int64_t slot = p.blocks[(s / p.C) * p.LB + j / p.block_size] * p.block_size + j % p.block_size;
-    const float* v = p.values.row((slot * p.Hkv + kvh) * D, D, scratch.data());
+  for (int64_t g = 0; g < G; ++g) {
+    float* w = scores.data() + g * n;
+    const float m = top[g];
+    for (int64_t j = 0; j < n; ++j) w[j] = std::exp(w[j] - m);
+    std::fill(out + g * D, out + (g + 1) * D, 0.0f);
+  }
+  for_each_key(p, row_blocks, kvh, first, pos, [&](int64_t j, int64_t element) {
+    const float* v = p.values.row(element, D, scratch.data());
     for (int64_t g = 0; g < G; ++g) {
-      float w = scores[g * n + j - first];
+      const float w = scores[g * n + j - first];
       float* o = out + g * D;
 #pragma omp simd
       for (int64_t i = 0; i < D; ++i) o[i] += w * v[i];
     }
+  });
+  for (int64_t g = 0; g < G; ++g) {
+    const float* w = scores.data() + g * n;
+    float total = 0;
+    for (int64_t j = 0; j < n; ++j) total += w[j];
+    const float inverse = 1.0f / total;
+    float* o = out + g * D;
+#pragma omp simd
+    for (int64_t i = 0; i < D; ++i) o[i] *= inverse;
   }
 }
 
