@@ -27,14 +27,24 @@ sampled tokens on the device with CUDA streams and events; this runner samples
 on the host, so it keeps the synchronous bookkeeping and defers the sampling
 instead: `sample_tokens` returns a `_DeferredSample` at once, and step N is
 sampled when its output is asked for or when step N+1 starts, whichever comes
-first. The device runs step N while vLLM processes step N-1's output and
-schedules step N+1.
+first. XLA's CPU plugin runs a program inline on the thread that launches
+it once its inputs are ready, so a launch from the engine's thread would
+return only when the step is done; with async scheduling the runner launches
+the step's program on a thread of its own instead (`_launcher`), and the
+engine's thread goes on with step N-1's output and the scheduling of step
+N+1 while the program runs. A step launched ahead hands vLLM a host
+placeholder for its hidden states (vLLM only gathers the sampled rows from
+it before sampling) and a Future for its logits; sampling waits for the
+Future and puts the real hidden states back before vLLM reads them (prompt
+logprobs). Nothing else touches the KV caches, which the program writes,
+before the next step waits for it.
 """
 import contextlib
 import dataclasses
 import functools
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 import torch_tpu
@@ -138,8 +148,16 @@ class TpuModelRunner(CPUModelRunner):
         self._sampled_rows = None   # rows of this step's logits that are real
         self._fresh_blocks = []     # blocks to zero in the next step's program
         self._logits_indices = None  # this step's padded rows to sample (host)
-        self._step_logits = None    # the logits the step's program computed
+        self._step_logits = None    # the logits the step's program computed (or their Future)
         self._step = CapturedFunction(self._step_work, "vLLM's step on tpu")
+        # The step's program launched off the engine's thread (module
+        # docstring), only for signatures already run (and so captured) on
+        # the engine's thread: a capture runs the model's Python, which
+        # reads vLLM's forward context.
+        self._launcher = ThreadPoolExecutor(1, "torch_tpu-vllm-step") if ahead else None
+        self._launched = None       # the Future of the step launched ahead: [hidden, logits]
+        self._launch_ahead = False  # inside execute_model, with a launcher
+        self._hidden_types = {}     # step input signature -> its hidden states' (shape, dtype)
 
     def load_model(self, load_dummy_weights: bool = False) -> None:
         moe.register()   # before the model's FusedMoE layers pick their method
@@ -186,11 +204,17 @@ class TpuModelRunner(CPUModelRunner):
 
     def execute_model(self, *args, **kwargs):
         self._sample_pending()
+        self._finish_launch()
         # The step's program is _run_step's; the little vLLM adds around it on
-        # tpu tensors (it gathers the sampled rows' hidden states) is fused
-        # into one more launch rather than run op by op.
-        with torch_tpu.eager_mode("defer_and_fuse"):
-            return super().execute_model(*args, **kwargs)
+        # tpu tensors (it gathers the sampled rows' hidden states, unless the
+        # step was launched ahead) is fused into one more launch rather than
+        # run op by op.
+        self._launch_ahead = self._launcher is not None
+        try:
+            with torch_tpu.eager_mode("defer_and_fuse"):
+                return super().execute_model(*args, **kwargs)
+        finally:
+            self._launch_ahead = False
 
     def sample_tokens(self, grammar_output):
         self._sample_pending()
@@ -207,10 +231,23 @@ class TpuModelRunner(CPUModelRunner):
         prompt embeddings are on the host already, and padded as well."""
         state = self.execute_model_state
         if state is not None and state.logits is not None:
-            logits = state.logits.cpu()
+            logits = state.logits
+            if isinstance(logits, Future):   # launched ahead (_run_step)
+                hidden, logits = logits.result()
+                # The gathered sampled rows serve speculative decoding only,
+                # which runs without async scheduling (platform.py).
+                state = state._replace(hidden_states=hidden, sample_hidden_states=None)
+            logits = logits.cpu()
             rows, self._sampled_rows = self._sampled_rows, None
             self.execute_model_state = state._replace(logits=logits if rows is None else logits[:rows])
         return super().sample_tokens(grammar_output)
+
+    def _finish_launch(self) -> None:
+        """Waits for the step launched ahead, if any: its program writes the
+        KV caches. Its error, if it failed, is raised by its sampling."""
+        launched, self._launched = self._launched, None
+        if launched is not None:
+            launched.exception()
 
     def _sample_pending(self) -> None:
         """Samples the last step if nobody has yet: the batch's bookkeeping
@@ -226,6 +263,7 @@ class TpuModelRunner(CPUModelRunner):
                 "vLLM on tpu: pipeline parallelism and multimodal inputs are not supported "
                 f"(got {sorted(model_kwargs) or 'intermediate tensors'})")
         to = (lambda x: None if x is None else x.to(self.tpu))
+        self._finish_launch()
         if not self.kv_caches or input_ids is None:   # vLLM profiling; prompt embeddings
             if self.kv_caches:
                 self._write_zeros(to(self._fresh_block_ids(inputs_embeds.shape[0])))
@@ -256,8 +294,19 @@ class TpuModelRunner(CPUModelRunner):
         caches = {id(kv): kv for kv in self.kv_caches}.values()
         inputs = ([t.to(self.tpu) for t in host]
                   + [getattr(m, name) for m in metas for name in METADATA_TENSORS] + list(caches))
+        signature = tuple((t.shape, t.dtype) for t in inputs)
+        hidden_type = self._hidden_types.get(signature)
+        if self._launch_ahead and hidden_type is not None:
+            self._launched = self._step_logits = self._launcher.submit(self._launch, inputs)
+            shape, dtype = hidden_type
+            return torch.empty(shape, dtype=dtype)
         hidden, self._step_logits = self._step(inputs)
+        self._hidden_types[signature] = (hidden.shape, hidden.dtype)
         return hidden
+
+    @torch.inference_mode()   # as vLLM runs execute_model
+    def _launch(self, inputs: list) -> list:
+        return self._step(inputs)
 
     def _step_work(self, ids, positions, zero_ids, rows, *metadata_and_caches):
         """What _run_step captures, once per bucket. The metadata and caches
