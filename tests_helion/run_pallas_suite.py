@@ -3,14 +3,16 @@ on tpu and, for comparison, in Helion's interpret mode on the CPU; prints
 both pass rates, their ratio, and the tests that pass in interpret mode but
 not on tpu, grouped by their error.
 
-    python tests_helion/run_pallas_suite.py [--modes tpu,interpret] [--timeout 120]
+    python tests_helion/run_pallas_suite.py [--modes tpu,interpret] [--timeout 120] [--parts 3]
 
 Modes: `tpu` is HELION_BACKEND=pallas with no interpret flag (Helion's
 _testing.py then uses DEVICE=tpu and its launcher calls torch_tpu._internal);
 `interpret` adds HELION_PALLAS_INTERPRET=1 (DEVICE=cpu, kernels run by JAX on
-its own CPU client). Each mode runs in its own pytest process with the
-archive unpacked in a temporary folder and on PYTHONPATH (its Helion shadows
-the installed one); results go to build/helion_suite/<mode>.xml (JUnit), and
+its own CPU client). Each mode runs in pytest processes of its own (--parts,
+one after another: a process's memory grows with the kernels it compiles),
+with the archive unpacked in a temporary folder and on PYTHONPATH (its
+Helion shadows the installed one); results go to
+build/helion_suite/<mode>.xml (JUnit, the parts merged), and
 the summary reads whichever modes have a result there, saying when one is
 from an earlier run. Pass rate = passed / (passed + failed + errors); skipped
 and expected failures are counted apart. Run it with .venv-helion's python
@@ -70,7 +72,11 @@ def unpack(folder: Path) -> Path:
     return root
 
 
-def run(mode: str, root: Path, timeout: int, extra: list[str]) -> float:
+def run(mode: str, root: Path, timeout: int, extra: list[str], parts: int) -> float:
+    """Runs the mode's tests in `parts` pytest processes one after another
+    (the process's memory grows with every kernel it compiles; a fresh one
+    per part keeps each under MEMORY_LIMIT) and merges their JUnit results
+    into build/helion_suite/<mode>.xml."""
     env = dict(os.environ, HELION_BACKEND="pallas", PYTHONPATH=str(root))
     env.pop("HELION_PALLAS_INTERPRET", None)
     if mode == "interpret":
@@ -79,15 +85,46 @@ def run(mode: str, root: Path, timeout: int, extra: list[str]) -> float:
     xml = REPORT / f"{mode}.xml"
     xml.unlink(missing_ok=True)
     deselect = [f"--deselect=test/test_pallas.py::{t}" for t in DESELECTED] if mode == "tpu" else []
-    cmd = [sys.executable, "-m", "pytest", "test/test_pallas.py", "-q", "-p", "no:cacheprovider",
-           f"--timeout={timeout}", f"--junitxml={xml}", "-o", "junit_family=xunit1", *deselect,
-           *extra]
-    print(f"[{mode}] {' '.join(cmd[1:])}", flush=True)
+    pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    tests = collect(pytest + ["test/test_pallas.py", *deselect, *extra], root, env)
+    size = -(-len(tests) // parts)
+    chunks = [tests[i:i + size] for i in range(0, len(tests), size)]
     start = time.monotonic()
     with open(REPORT / f"{mode}.log", "w") as log:
-        child = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
-        watch(child, mode)
+        for i, chunk in enumerate(chunks):
+            part_xml = REPORT / f"{mode}.part{i}.xml"
+            part_xml.unlink(missing_ok=True)
+            cmd = pytest + [f"--timeout={timeout}", f"--junitxml={part_xml}", "-o",
+                            "junit_family=xunit1", *extra, *chunk]
+            print(f"[{mode}] part {i + 1}/{len(chunks)}: {len(chunk)} tests, "
+                  f"{chunk[0]} .. {chunk[-1]}", flush=True)
+            log.write(f"[part {i + 1}/{len(chunks)}]\n")
+            log.flush()
+            child = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+            watch(child, mode)
+    merge([REPORT / f"{mode}.part{i}.xml" for i in range(len(chunks))], xml)
     return time.monotonic() - start
+
+
+def collect(cmd: list[str], root: Path, env: dict) -> list[str]:
+    """The test ids that `cmd` (a pytest command) selects."""
+    out = subprocess.run(cmd + ["--collect-only"], cwd=root, env=env, capture_output=True,
+                         text=True)
+    tests = [line for line in out.stdout.splitlines() if "::" in line and " " not in line]
+    if not tests:
+        sys.exit(f"pytest collected no tests:\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
+    return tests
+
+
+def merge(parts: list[Path], xml: Path):
+    """One JUnit file of the parts' test suites (a part stopped for memory
+    has none: its tests are missing from the results)."""
+    merged = ET.Element("testsuites")
+    for part in parts:
+        if part.is_file():
+            root = ET.parse(part).getroot()
+            merged.extend(root.iter("testsuite") if root.tag == "testsuites" else [root])
+    ET.ElementTree(merged).write(xml)
 
 
 def watch(child: subprocess.Popen, mode: str):
@@ -192,6 +229,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--timeout", type=int, default=120, help="seconds per test (pytest-timeout)")
+    p.add_argument("--parts", type=int, default=3,
+                   help="pytest processes per mode, run one after another (memory)")
     p.add_argument("--summary-only", action="store_true", help="read the last results, run nothing")
     p.add_argument("pytest_args", nargs="*", help="passed on to pytest (e.g. -k softmax)")
     args = p.parse_args()
@@ -204,7 +243,7 @@ def main():
         with tempfile.TemporaryDirectory(prefix="helion-src-") as tmp:
             root = unpack(Path(tmp))
             for mode in modes:
-                seconds = run(mode, root, args.timeout, args.pytest_args)
+                seconds = run(mode, root, args.timeout, args.pytest_args, args.parts)
                 fresh.add(mode)
                 print(f"[{mode}] {seconds / 60:.1f} min", flush=True)
     summary(fresh)
