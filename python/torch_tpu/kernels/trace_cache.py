@@ -200,10 +200,13 @@ def _version(dist: str) -> str:
 @functools.lru_cache(maxsize=1)
 def _process_key() -> str:
     """The parts of every key that are fixed for the process."""
-    from . import jax_lower
+    from . import jax_lower, pallas_interpret
 
-    with open(jax_lower.__file__, "rb") as f:
-        lowering = hashlib.sha256(f.read()).hexdigest()
+    lowering = hashlib.sha256()
+    for module in (jax_lower, pallas_interpret):
+        with open(module.__file__, "rb") as f:
+            lowering.update(f.read())
+    lowering = lowering.hexdigest()
     attrs = sorted(info.platform().get("plugin_attributes", {}).items())
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("JAX_"))
     return (f"python {sys.version_info[0]}.{sys.version_info[1]}\nnumpy {_version('numpy')}\n"
