@@ -465,8 +465,8 @@ def test_stablehlo_op_signature_checks(mode, tpu):
     ("module {\n}\n", "no 'func.func @main'"),
     ("func.func @main(%a: tensor<?xf32>) -> tensor<?xf32> {\n  return %a : tensor<?xf32>\n}\n",
      "dynamic dimensions"),
-    ("func.func @main(%a: tensor<4xf8E4M3FN>) -> tensor<4xf8E4M3FN> {\n  return %a : tensor<4xf8E4M3FN>\n}\n",
-     "element type 'f8E4M3FN'"),
+    ("func.func @main(%a: tensor<4xf8E4M3FNUZ>) -> tensor<4xf8E4M3FNUZ> {\n  return %a : tensor<4xf8E4M3FNUZ>\n}\n",
+     "element type 'f8E4M3FNUZ'"),
     ("module { func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {", "unbalanced"),
 ])
 def test_stablehlo_op_unreadable_modules(text, message, tpu):
@@ -504,8 +504,8 @@ def test_jax_op_error_while_tracing_names_the_op(tpu):
 
 
 def test_jax_op_result_dtype_the_device_cannot_hold(tpu):
-    op = jax_op(fresh("fp8"), lambda x: x.astype(jnp.float8_e4m3fn))
-    with pytest.raises(TypeError, match="float8_e4m3fn.*cannot hold"):
+    op = jax_op(fresh("fp8"), lambda x: x.astype(jnp.float8_e4m3b11fnuz))
+    with pytest.raises(TypeError, match="float8_e4m3b11fnuz.*cannot hold"):
         op(torch.ones(3, device=tpu))
 
 
@@ -550,8 +550,8 @@ def test_jax_op_input_dtype_jax_cannot_take():
     # by a signature given directly; it still names the op.
     from torch_tpu.kernels import jax_lower as _jax_lower
 
-    with pytest.raises(TypeError, match=r"jax_op\('x::y'\): tensors of dtype float8_e4m3fn cannot"):
-        _jax_lower.abstract_values([(torch.float8_e4m3fn, (4,))], "jax_op('x::y')")
+    with pytest.raises(TypeError, match=r"jax_op\('x::y'\): tensors of dtype float8_e5m2fnuz cannot"):
+        _jax_lower.abstract_values([(torch.float8_e5m2fnuz, (4,))], "jax_op('x::y')")
 
 
 # ---------------------------------------------------------------- the plugin's StableHLO window

@@ -39,7 +39,7 @@ def test_shape_mismatch_same_error_as_cpu(fn, ops, tpu, require_ops):
 
 @pytest.mark.parametrize(
     "dtype,name",
-    [(torch.float8_e4m3fn, "Float8_e4m3fn"), (torch.float8_e5m2, "Float8_e5m2"),
+    [(torch.float8_e4m3fnuz, "Float8_e4m3fnuz"), (torch.float8_e5m2fnuz, "Float8_e5m2fnuz"),
      (torch.complex32, "ComplexHalf")],
     ids=str,
 )

@@ -23,10 +23,12 @@ hlo::ElementType to_hlo(c10::ScalarType t) {
     case c10::kUInt16: return ElementType::U16;
     case c10::kUInt32: return ElementType::U32;
     case c10::kUInt64: return ElementType::U64;
+    case c10::kFloat8_e4m3fn: return ElementType::F8E4M3FN;
+    case c10::kFloat8_e5m2: return ElementType::F8E5M2;
     default:
       TORCH_CHECK_TYPE(false, "tpu: dtype ", t,
                        " cannot be held by the PJRT plugin (supported: bool, uint8-64, int8-64, "
-                       "float16, bfloat16, float32, float64, complex64, complex128)");
+                       "float8_e4m3fn, float8_e5m2, float16, bfloat16, float32, float64, complex64, complex128)");
   }
 }
 
@@ -47,6 +49,8 @@ c10::ScalarType to_aten(hlo::ElementType t) {
     case ElementType::U16: return c10::kUInt16;
     case ElementType::U32: return c10::kUInt32;
     case ElementType::U64: return c10::kUInt64;
+    case ElementType::F8E4M3FN: return c10::kFloat8_e4m3fn;
+    case ElementType::F8E5M2: return c10::kFloat8_e5m2;
   }
   TORCH_CHECK(false, "unknown element type");
 }

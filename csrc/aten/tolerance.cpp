@@ -10,6 +10,9 @@ namespace {
 Tolerance default_for(hlo::ElementType t) {
   using E = hlo::ElementType;
   switch (t) {
+    // float8: one step of the format (3 and 2 mantissa bits), a sum rounded once either way.
+    case E::F8E4M3FN: return {0.125, 1e-5};
+    case E::F8E5M2: return {0.25, 1e-5};
     case E::F16: return {1e-3, 1e-5};
     case E::BF16: return {1.6e-2, 1e-5};
     case E::F32: case E::C64: return {1.3e-6, 1e-5};

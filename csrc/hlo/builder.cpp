@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "hlo/builder_internal.h"
+#include "hlo/float8.h"
 
 namespace torch_tpu::hlo {
 
@@ -76,6 +77,8 @@ std::string float_literal(double v, ElementType t) {
     case ElementType::F16: return hex(f16_bits(static_cast<float>(v)), 4);
     case ElementType::BF16: return hex(bf16_bits(static_cast<float>(v)), 4);
     case ElementType::F32: return hex(f32_bits(static_cast<float>(v)), 8);
+    case ElementType::F8E4M3FN:
+    case ElementType::F8E5M2: return hex(float8_bits(v, t), 2);
     default: {
       uint64_t u;
       std::memcpy(&u, &v, 8);

@@ -3,6 +3,7 @@
 // conversions. Each checks that its operands share a type and that the
 // element type is one the StableHLO op accepts, naming the op when not.
 #include "hlo/builder_internal.h"
+#include "hlo/float8.h"
 
 namespace torch_tpu::hlo {
 
@@ -171,6 +172,14 @@ Value Builder::convert(Value a, ElementType to) {
   need(a, "convert");
   if (is_complex(a.dtype()) && !is_complex(to))
     bad("convert", "complex to real is ambiguous; take real() first");
+  if (to == ElementType::F8E4M3FN && a.dtype() != to) {
+    // PyTorch saturates into e4m3fn's finite range, where StableHLO's
+    // convert makes NaN of what lies past it (hlo/float8.h). Integers pass
+    // through f32 first: past 2^24 they lie past 448 anyway.
+    if (!is_float(a.dtype())) a = convert(a, ElementType::F32);
+    Value max = constant(kFloat8E4M3FNMax, a.dtype());
+    a = clamp(neg(max), a, max);
+  }
   return op("stablehlo.convert", {a}, TensorType{to, a.shape()});
 }
 

@@ -236,7 +236,7 @@ TensorType parse_tensor_type(const std::string& text) {
     start = x + 1;
   }
   std::string element = trim(inner.substr(start));
-  for (int k = 0; k <= static_cast<int>(ElementType::U64); ++k) {
+  for (int k = 0; k <= static_cast<int>(kLastElementType); ++k) {
     auto e = static_cast<ElementType>(k);
     if (element == mlir_name(e)) {
       out.dtype = e;

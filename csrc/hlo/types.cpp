@@ -33,6 +33,8 @@ Info info(ElementType t) {
     case ElementType::U16: return {"ui16", "uint16", 2};
     case ElementType::U32: return {"ui32", "uint32", 4};
     case ElementType::U64: return {"ui64", "uint64", 8};
+    case ElementType::F8E4M3FN: return {"f8E4M3FN", "float8_e4m3fn", 1};
+    case ElementType::F8E5M2: return {"f8E5M2", "float8_e5m2", 1};
   }
   return {"?", "?", 0};
 }
@@ -45,7 +47,7 @@ int64_t byte_size(ElementType t) { return info(t).bytes; }
 
 bool is_float(ElementType t) {
   return t == ElementType::F16 || t == ElementType::BF16 || t == ElementType::F32 ||
-         t == ElementType::F64;
+         t == ElementType::F64 || t == ElementType::F8E4M3FN || t == ElementType::F8E5M2;
 }
 bool is_complex(ElementType t) { return t == ElementType::C64 || t == ElementType::C128; }
 bool is_unsigned(ElementType t) {

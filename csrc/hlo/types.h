@@ -25,12 +25,15 @@ enum class ElementType : uint8_t {
   U16,
   U32,
   U64,
+  F8E4M3FN,
+  F8E5M2,
 };
+constexpr ElementType kLastElementType = ElementType::F8E5M2;  // for loops over every type
 
 const char* mlir_name(ElementType t);    // "f32", "i64", "ui8", "i1", "complex<f32>"
 const char* short_name(ElementType t);   // "float32", "int64", ... (PyTorch's spelling)
 int64_t byte_size(ElementType t);
-bool is_float(ElementType t);            // f16, bf16, f32, f64
+bool is_float(ElementType t);            // f8 (e4m3fn, e5m2), f16, bf16, f32, f64
 bool is_complex(ElementType t);
 bool is_integral(ElementType t);         // signed or unsigned ints, not bool
 bool is_unsigned(ElementType t);         // bool and u*

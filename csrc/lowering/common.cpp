@@ -281,6 +281,8 @@ const char* scalar_type_name(ElementType t) {
     case ElementType::U16: return "UInt16";
     case ElementType::U32: return "UInt32";
     case ElementType::U64: return "UInt64";
+    case ElementType::F8E4M3FN: return "Float8_e4m3fn";
+    case ElementType::F8E5M2: return "Float8_e5m2";
   }
   return "Undefined";
 }

@@ -1,6 +1,7 @@
 // Matrix products. torch.matmul, linear and einsum are composite in PyTorch
 // and reach the backend as these ops; each becomes one dot_general, plus the
 // scaled bias of the add* forms.
+#include "hlo/float8.h"
 #include "lowering/common.h"
 #include "lowering/gemm_kernel.h"
 #include "lowering/registry.h"
@@ -33,10 +34,10 @@ void check_same_dtype(const Value& a, const Value& b) {
             "\"addmm_impl_cpu_\" not implemented for 'Bool'");
 }
 
-// Half-precision operands multiply into an f32 accumulator (as PyTorch's
-// kernels do, and as the MXU does natively); the result stays in f32 so
-// that a following bias add is rounded once.
-E acc_type(E t) { return t == E::F16 || t == E::BF16 ? E::F32 : t; }
+// Half-precision and float8 operands multiply into an f32 accumulator (as
+// PyTorch's kernels do, and as the MXU does natively); the result stays in
+// f32 so that a following bias add is rounded once.
+E acc_type(E t) { return t == E::F16 || t == E::BF16 || hlo::is_float8(t) ? E::F32 : t; }
 
 Value contract(Builder& b, Value lhs, Value rhs, const Dims& lb, const Dims& rb, const Dims& lc,
                const Dims& rc) {

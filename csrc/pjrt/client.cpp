@@ -31,6 +31,8 @@ PJRT_Buffer_Type to_pjrt(hlo::ElementType t) {
     case E::F64: return PJRT_Buffer_Type_F64;
     case E::C64: return PJRT_Buffer_Type_C64;
     case E::C128: return PJRT_Buffer_Type_C128;
+    case E::F8E4M3FN: return PJRT_Buffer_Type_F8E4M3FN;
+    case E::F8E5M2: return PJRT_Buffer_Type_F8E5M2;
   }
   fail(ErrorKind::Type, "unknown element type");
 }

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "hlo/float8.h"
+
 namespace torch_tpu::runtime {
 
 namespace {
@@ -72,6 +74,8 @@ void encode_number(const lowering::Number& n, hlo::ElementType t, uint8_t* out) 
       put<double>(d, out);
       put<double>(n.im, out + 8);
       return;
+    case E::F8E4M3FN:
+    case E::F8E5M2: put<uint8_t>(hlo::float8_bits(d, t), out); return;
   }
 }
 

@@ -36,8 +36,10 @@ TEST(KernelTargets, RegisteredOnceServesARestartedClient) {
     const hlo::TensorType t{ET::F32, {1, 1, 2, 2}};
     Builder b;
     hlo::Value q = b.parameter(t), k = b.parameter(t), v = b.parameter(t);
-    auto r = b.custom_call(target, {q, k, v, b.zeros(ET::F32, {0, 0, 0, 0})}, {t, {ET::F32, {1, 1, 2}}},
-                           {Builder::FfiAttr::f32("scale", 1.0), Builder::FfiAttr::boolean("causal", true)});
+    hlo::Value no_mask = b.zeros(ET::F32, {0, 0, 0, 0}), dropout_key = b.constant_int(0, ET::U64);
+    auto r = b.custom_call(target, {q, k, v, no_mask, dropout_key}, {t, {ET::F32, {1, 1, 2}}},
+                           {Builder::FfiAttr::f32("scale", 1.0), Builder::FfiAttr::boolean("causal", true),
+                            Builder::FfiAttr::f32("dropout", 0.0), Builder::FfiAttr::f32("rescale", 1.0)});
     auto exe = c.compile(b.module(r), {r[0].type, r[1].type});
     std::vector<float> qh{1, 2, 0, 0}, kh{3, -1, 5, 7}, vh{1, 2, 3, 4};
     auto qb = c.from_host(qh.data(), t), kb = c.from_host(kh.data(), t), vb = c.from_host(vh.data(), t);

@@ -47,7 +47,8 @@ _TORCH_TO_JAX = {
     torch.int32: "int32", torch.int64: "int64", torch.float16: "float16",
     torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float64: "float64",
     torch.complex64: "complex64", torch.complex128: "complex128", torch.uint16: "uint16",
-    torch.uint32: "uint32", torch.uint64: "uint64",
+    torch.uint32: "uint32", torch.uint64: "uint64", torch.float8_e4m3fn: "float8_e4m3fn",
+    torch.float8_e5m2: "float8_e5m2",
 }
 _64_BIT = {torch.int64, torch.float64, torch.complex128, torch.uint64}
 
