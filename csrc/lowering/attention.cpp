@@ -184,7 +184,7 @@ Value u64_full(Builder& b, uint64_t c, const Shape& shape) {
   return shape.empty() ? k : b.broadcast_in_dim(k, shape, {});
 }
 
-// splitmix64's finalizer (kernels/sdpa.cpp's dropout_mix).
+// splitmix64's finalizer (kernels/sdpa.cpp's `kept` applies the same).
 Value mix(Builder& b, Value z) {
   const Shape& s = z.shape();
   z = b.mul(b.xor_(z, b.shift_right_logical(z, u64_full(b, 30, s))), u64_full(b, 0xBF58476D1CE4E5B9ull, s));

@@ -60,14 +60,14 @@ Value restore(Builder& b, Value x, const Value& like) {
 // The dropout probability as the composite compares with it (in f32), and
 // the rescale of kept entries as the composite computes it (in double).
 std::vector<Builder::FfiAttr> attributes(const SdpaCall& c) {
+  const double rescale = c.dropout < 1 ? 1 / (1 - c.dropout) : 0;
   return {Builder::FfiAttr::f32("scale", c.scale), Builder::FfiAttr::boolean("causal", c.causal),
-          Builder::FfiAttr::f32("dropout", c.dropout), Builder::FfiAttr::f32("rescale", c.dropout < 1 ? 1 / (1 - c.dropout) : 0)};
+          Builder::FfiAttr::f32("dropout", c.dropout), Builder::FfiAttr::f32("rescale", rescale)};
 }
 
 // The key of the dropout mask's stream; 0 without dropout (unread).
 Value key_operand(Builder& b, const SdpaCall& c) {
-  if (c.dropout > 0) return *c.dropout_key;
-  return b.op("stablehlo.constant", {}, hlo::scalar_type(E::U64), "value = dense<0> : tensor<ui64>");
+  return c.dropout > 0 ? *c.dropout_key : b.constant_int(0, E::U64);
 }
 
 }  // namespace
