@@ -7,6 +7,7 @@
 
 #include "distributed/collective_path.h"
 #include "distributed/process_group_tpu.h"
+#include "distributed/program_collectives.h"
 
 namespace py = pybind11;
 using torch_tpu::distributed::ProcessGroupTpu;
@@ -23,6 +24,15 @@ PYBIND11_MODULE(_C_dist, m) {
            }),
            py::arg("host_group"), py::arg("rank"), py::arg("size"), py::arg("timeout"))
       .def_property_readonly("timeout", &ProcessGroupTpu::timeout);
+  m.def("_register_program_group", [](const c10::intrusive_ptr<c10d::Backend>& group) {
+    return torch_tpu::distributed::register_program_group(group);
+  });
+  m.def("_program_collective_handlers", []() {
+    py::dict d;
+    for (const auto& [target, handler] : torch_tpu::distributed::program_collective_handlers())
+      d[py::str(target)] = reinterpret_cast<uintptr_t>(handler);
+    return d;
+  });
   m.def("_collective_path", []() {
     auto p = torch_tpu::distributed::choose_collective_path();
     py::dict d;
