@@ -119,7 +119,7 @@ MODE_PARAMETRIZED_MODULES = {
     "test_attention", "test_bad_inputs", "test_batch_group_norm", "test_beyond_core_ops", "test_convolution",
     "test_ctc_loss", "test_elementwise", "test_float8", "test_foreach", "test_histogram", "test_igamma", "test_indexing_shape",
     "test_linalg", "test_matmul", "test_misc_ops", "test_model_ops", "test_normalization_loss", "test_pooling",
-    "test_reduction", "test_sampling", "test_sort", "test_special", "test_special_bessel", "test_special_polynomials",
+    "test_reduction", "test_sampling", "test_scalar_fit", "test_sort", "test_special", "test_special_bessel", "test_special_polynomials",
     "test_training", "test_transformer_fast_path", "test_upsample_padding", "test_view_copy", "test_views_storage",
 }
 

@@ -21,6 +21,7 @@
 #include "aten/matmul_precision.h"
 #include "aten/op_results.h"
 #include "aten/op_route.h"
+#include "aten/scalar_fit.h"
 #include "aten/tensor_bridge.h"
 #include "common/env.h"
 #include "runtime/eager_mode.h"
@@ -138,6 +139,7 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   std::vector<c10::IValue> values(stack->end() - n, stack->end());
   Route twin;
   const Route& route = route_for_call(given, values, twin);
+  check_scalars_fit(schema, values);
 
   runtime::OpCall call;
   call.lowering = route.lowering;
