@@ -359,6 +359,25 @@ def test_random_full_range_and_errors():
     raises_like_cpu(lambda d: torch.empty(3, dtype=torch.int64, device=d).random_(5, 2))
 
 
+@pytest.mark.parametrize("dtype,bounds", [
+    (torch.bool, (0, 3)), (torch.int8, (0, 1000)), (torch.int8, (-200, 0)), (torch.uint8, (-1, 10)),
+    (torch.int16, (0, 2**16)), (torch.uint16, (0, 70000)), (torch.int32, (0, 2**32)), (torch.float16, (0, 70000)),
+], ids=str)
+def test_random_bounds_outside_the_dtype_raise_like_cpu(dtype, bounds):
+    # Without the check the draws wrap into the type: int8 random_(0, 1000) gave negative values.
+    lo, hi = bounds
+    calls = [lambda d: torch.empty(3, dtype=dtype, device=d).random_(lo, hi),
+             lambda d: torch.randint(lo, hi, (3,), dtype=dtype, device=d),
+             (lambda d: torch.empty(3, dtype=dtype, device=d).random_(hi)) if lo == 0 else
+             (lambda d: torch.empty(3, dtype=dtype, device=d).random_(lo))]
+    for call in calls:
+        with pytest.raises(RuntimeError) as cpu_error:
+            call("cpu")
+        with pytest.raises(RuntimeError, match="out of bounds") as tpu_error:
+            call(DEV)
+        assert str(tpu_error.value).splitlines()[0] == str(cpu_error.value).splitlines()[0]
+
+
 def test_randperm():
     g = torch.Generator(device=DEV)
     g.manual_seed(0)

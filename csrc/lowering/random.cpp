@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -455,6 +456,30 @@ void check_from_to(int64_t from, int64_t to) {
             from, " >= to=", to);
 }
 
+// A bound of random_ must be a value of the element type, or the draws would
+// wrap into it: the CPU's check, with the type named as its message names
+// it. Other types hold every int64 (bf16 and f32 only round; the CPU warns).
+void check_in_type(int64_t v, const char* what, E t) {
+  struct Range {
+    double lo, hi;
+    const char* name;
+  };
+  std::optional<Range> r;
+  switch (t) {
+    case E::Bool: r = Range{0, 1, "bool"}; break;
+    case E::I8: r = Range{-128, 127, "signed char"}; break;
+    case E::U8: r = Range{0, 255, "unsigned char"}; break;
+    case E::I16: r = Range{-32768, 32767, "short int"}; break;
+    case E::U16: r = Range{0, 65535, "short unsigned int"}; break;
+    case E::I32: r = Range{-2147483648.0, 2147483647.0, "int"}; break;
+    case E::U32: r = Range{0, 4294967295.0, "unsigned int"}; break;
+    case E::F16: r = Range{-65504, 65504, "c10::Half"}; break;
+    default: return;
+  }
+  const double x = static_cast<double>(v);
+  TPU_CHECK(x >= r->lo && x <= r->hi, ErrorKind::Runtime, what, " is out of bounds for ", r->name);
+}
+
 // random.from(self, from, to?, *, generator)
 Values lower_random_from(Context& ctx, const Args& args) {
   Value self = self_of(args);
@@ -463,8 +488,11 @@ Values lower_random_from(Context& ctx, const Args& args) {
   uint64_t range;
   if (to) {
     check_from_to(from, *to);
+    check_in_type(from, "from", self.dtype());
+    check_in_type(*to - 1, "to - 1", self.dtype());
     range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
   } else {
+    check_in_type(from, "from", self.dtype());
     range = default_to(self.dtype()) - static_cast<uint64_t>(from);
   }
   return {random_range(ctx, args.at(3), self, from, range)};
@@ -475,6 +503,7 @@ Values lower_random_to(Context& ctx, const Args& args) {
   Value self = self_of(args);
   int64_t to = args.at(1).as_int();
   check_from_to(0, to);
+  check_in_type(to - 1, "to - 1", self.dtype());
   return {random_range(ctx, args.at(2), self, 0, static_cast<uint64_t>(to))};
 }
 
