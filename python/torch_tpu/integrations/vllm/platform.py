@@ -19,6 +19,7 @@ from . import supported
 logger = init_logger(__name__)
 
 _BACKEND = "torch_tpu.integrations.vllm.attention.TpuPagedAttentionBackend"
+_PUNICA = "torch_tpu.integrations.vllm.lora.TpuPunicaWrapper"
 _WORKER = "torch_tpu.integrations.vllm.worker.TpuWorker"
 
 
@@ -66,6 +67,10 @@ class TpuPlatform(CpuPlatform):
         torch.tpu.set_device(device)
 
     @classmethod
+    def get_punica_wrapper(cls) -> str:
+        return _PUNICA
+
+    @classmethod
     def inference_mode(cls):
         return torch.no_grad()
 
@@ -99,6 +104,9 @@ class TpuPlatform(CpuPlatform):
         from vllm.config import CompilationMode
 
         supported.check(vllm_config)
+        if vllm_config.lora_config is not None:
+            from . import lora
+            lora.install_front_end_checks()
         cache_config = vllm_config.cache_config
         if not cache_config.user_specified_block_size:
             cache_config.block_size = 16

@@ -40,7 +40,6 @@ _ABSENT = (
     ("ec_transfer_config", "encoder cache transfer (ec_transfer_config)"),
     ("engram_config", "Engram n-gram embeddings"),
     ("kv_transfer_config", "KV cache transfer / disaggregated prefill (kv_transfer_config)"),
-    ("lora_config", "LoRA adapters (enable_lora)"),
     ("watermark_config", "watermarking (watermark_config)"),
     ("weight_transfer_config", "weight transfer (weight_transfer_config)"),
 )
@@ -81,6 +80,18 @@ def _parallel_features(parallel):
     )
 
 
+def _lora_features(vllm_config):
+    lora = getattr(vllm_config, "lora_config", None)
+    if lora is None:
+        return ()
+    model = vllm_config.model_config
+    # lora.py's punica wrapper covers vLLM's dense LoRA layers (not MoE or
+    # fully sharded ones); a speculative drafter's forward runs outside the step.
+    return (("LoRA adapters on mixture-of-experts models", model is not None and model.is_moe),
+            ("fully sharded LoRA layers (fully_sharded_loras)", lora.fully_sharded_loras),
+            ("LoRA adapters with speculative decoding", vllm_config.speculative_config is not None))
+
+
 def _speculative_features(spec):
     if spec is None:
         return ()
@@ -109,6 +120,7 @@ def _untested_features(vllm_config) -> list[str]:
     """The options reviewed here that `vllm_config` uses and no test covers."""
     found = [what for name, what in _ABSENT if getattr(vllm_config, name, None) is not None]
     features = (_cache_features(vllm_config.cache_config)
+                + _lora_features(vllm_config)
                 + _parallel_features(vllm_config.parallel_config)
                 + _speculative_features(vllm_config.speculative_config))
     if vllm_config.model_config is not None:

@@ -59,7 +59,7 @@ from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environmen
 from vllm.v1.worker.utils import bind_kv_cache
 from vllm.v1.worker.worker_base import CompilationTimes
 
-from . import memory, moe
+from . import lora, memory, moe
 from .attention import METADATA_TENSORS, TpuPagedAttentionBackend, warmup_metadata
 from .buckets import query_layout, step_buckets, token_bucket
 
@@ -201,6 +201,11 @@ class TpuModelRunner(CPUModelRunner):
         drafter = getattr(self, "drafter", None)
         if getattr(drafter, "model", None) is not None:
             drafter.model = _HostFacing(drafter.model, self.tpu)
+        # LoRA: the adapters' slots and weights are inputs of the step (lora.py).
+        self._lora = lora.StepLoRA(self) if self.lora_config else None
+
+    def _lora_inputs(self, num_tokens: int) -> list:
+        return [] if self._lora is None else self._lora.step_inputs(num_tokens, self.tpu)
 
     def execute_model(self, *args, **kwargs):
         self._sample_pending()
@@ -267,6 +272,7 @@ class TpuModelRunner(CPUModelRunner):
         if not self.kv_caches or input_ids is None:   # vLLM profiling; prompt embeddings
             if self.kv_caches:
                 self._write_zeros(to(self._fresh_block_ids(inputs_embeds.shape[0])))
+            self._lora_inputs((input_ids if input_ids is not None else inputs_embeds).shape[0])
             return self.model(input_ids=to(input_ids), positions=to(positions),
                               intermediate_tensors=None, inputs_embeds=to(inputs_embeds))
         return self._run_step(input_ids, positions)
@@ -293,7 +299,8 @@ class TpuModelRunner(CPUModelRunner):
         metas = {id(m): m for m in get_forward_context().attn_metadata.values()}.values()
         caches = {id(kv): kv for kv in self.kv_caches}.values()
         inputs = ([t.to(self.tpu) for t in host]
-                  + [getattr(m, name) for m in metas for name in METADATA_TENSORS] + list(caches))
+                  + [getattr(m, name) for m in metas for name in METADATA_TENSORS] + list(caches)
+                  + self._lora_inputs(t_pad))
         signature = tuple((t.shape, t.dtype) for t in inputs)
         hidden_type = self._hidden_types.get(signature)
         if self._launch_ahead and hidden_type is not None:

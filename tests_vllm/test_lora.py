@@ -1,0 +1,108 @@
+"""LoRA adapters on tpu (lora.py): adapters made here with PEFT (random,
+non-zero A and B, saved with save_pretrained), each request its own, in one
+batch, give the greedy tokens of HF generate() on the CPU with that adapter
+merged (PEFT's merge_and_unload), and a request without one the base model's;
+adapters added, removed and evicted at run time keep doing so; no adapter
+compiles a program after the warm-up (one step program serves every mix).
+An adapter whose rank exceeds max_lora_rank or whose targets the plugin does
+not serve fails its request naming it, and the engine serves on."""
+import os
+
+import pytest
+import torch
+
+import tiny_models
+from conftest import VOCAB, greedy, run_script
+
+NEW_TOKENS = 8
+LLM = {"enable_lora": True, "max_loras": 2, "max_lora_rank": 8, "max_num_seqs": 8,
+       "max_num_batched_tokens": 128, "dtype": "float32", "max_model_len": 256,
+       "kv_cache_memory_bytes": 16 << 20, "seed": 0}
+# name: (targets, rank); random A and B from the seed of its position.
+ADAPTERS = {
+    "attn": (["q_proj", "k_proj", "v_proj", "o_proj"], 8),
+    "mlp": (["gate_proj", "up_proj", "down_proj", "embed_tokens"], 4),
+    "all": (["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], 8),
+    "rank16": (["q_proj", "v_proj"], 16),
+    "lm_head": (["q_proj", "lm_head"], 8),
+}
+
+
+def _adapter(base, root, name, seed):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    targets, rank = ADAPTERS[name]
+    out = os.path.join(root, f"adapter-{name}")
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    torch.manual_seed(seed)
+    # init_lora_weights=False: B random too (PEFT's default B is zero, a no-op adapter).
+    peft = get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=targets,
+                                            init_lora_weights=False))
+    peft.save_pretrained(out)
+    merged = os.path.join(root, f"merged-{name}")
+    peft.merge_and_unload().save_pretrained(merged)
+    return out, merged
+
+
+@pytest.fixture(scope="module")
+def lora_models(models, tmp_path_factory):
+    base = models("llama")
+    root = str(tmp_path_factory.mktemp("lora"))
+    made = {name: _adapter(base, root, name, seed) for seed, name in enumerate(ADAPTERS, 1)}
+    return {"base": base, "adapters": {n: [i, a] for i, (n, (a, _)) in enumerate(made.items(), 1)},
+            "merged": {n: m for n, (_, m) in made.items()}}
+
+
+def _expected(lora_models, batch):
+    """HF's greedy tokens for each [prompt, adapter] of a batch."""
+    return [tiny_models.hf_greedy(lora_models["merged"][a] if a else lora_models["base"], [p],
+                                  NEW_TOKENS)[0] for p, a in batch]
+
+
+def _run(lora_models, phases, **llm):
+    spec = {"model": lora_models["base"], "llm": {**LLM, **llm}, "adapters": lora_models["adapters"],
+            "sampling": greedy(NEW_TOKENS), "phases": phases}
+    return run_script("run_lora.py", spec)[0]
+
+
+def _batch(adapters, seed):
+    prompts = tiny_models.prompts(len(adapters), 3, 40, VOCAB, seed=seed)
+    return [[p, a] for p, a in zip(prompts, adapters)]
+
+
+def test_two_adapters_in_one_batch_and_bad_adapters(lora_models):
+    first = _batch(["attn", "attn"], seed=1)
+    mixed = _batch(["attn", "mlp", None, "mlp", "attn"], seed=2)
+    got = _run(lora_models, [{"generate": first}, {"generate": mixed},
+                             {"generate": [[[5, 6, 7], "rank16"]]},
+                             {"generate": [[[5, 6, 7], "lm_head"]]},
+                             {"generate": mixed}])
+    assert got[0]["tokens"] == _expected(lora_models, first)
+    expected = _expected(lora_models, mixed)
+    assert got[1]["tokens"] == expected
+    # The base model's tokens differ from each adapter's: the adapters act.
+    base = _expected(lora_models, [[p, None] for p, _ in mixed])
+    assert all(b != e for b, e, (_, a) in zip(base, expected, mixed) if a)
+    # The warm-up's programs serve every mix of adapters: the second adapter
+    # (and loading it) compiled and loaded nothing.
+    assert got[0]["cache_misses"] == got[1]["cache_misses"] == 0
+    assert "LoRA adapter 'rank16'" in got[2]["error"] and "rank 16 is greater than max_lora_rank 8" in got[2]["error"]
+    assert "LoRA adapter 'lm_head'" in got[3]["error"] and "adapts lm_head" in got[3]["error"]
+    # The engine serves on after the refused requests.
+    assert got[4]["tokens"] == expected
+
+
+@pytest.mark.slow
+def test_adapters_added_removed_and_evicted_at_run_time(lora_models):
+    # Two slots: "all" takes the slot of the least recently used adapter.
+    one = _batch(["attn", "mlp", None], seed=3)
+    two = _batch(["all", "mlp", "all"], seed=4)
+    three = _batch(["attn", None, "all"], seed=5)
+    got = _run(lora_models, [{"add": "attn"}, {"add": "mlp"}, {"generate": one},
+                             {"remove": "attn"}, {"generate": two}, {"generate": three}],
+               max_cpu_loras=2)
+    assert [g.get("result") for g in got[:2]] == [True, True] and got[3]["result"] is True
+    assert got[2]["tokens"] == _expected(lora_models, one)
+    assert got[4]["tokens"] == _expected(lora_models, two)
+    assert got[5]["tokens"] == _expected(lora_models, three)
+    assert all(g["cache_misses"] == 0 for g in got)
