@@ -45,6 +45,10 @@ def main(spec):
             prompts = [{"prompt_embeds": embed(torch.tensor(p))} for p in spec["prompts"]]
     else:
         prompts = [TokensPrompt(prompt_token_ids=p) for p in spec["prompts"]]
+    # With tensor parallelism the steps run in the worker processes: their counters, summed.
+    parallel = llm.llm_engine.vllm_config.parallel_config.world_size > 1
+    if parallel:
+        llm.collective_rpc(_reset_tpu_metrics)
     torch_tpu.reset_metrics()
     start = time.perf_counter()
     waves = spec.get("waves", 1)
@@ -78,16 +82,37 @@ def main(spec):
         extra = []
     elapsed = time.perf_counter() - start
     m = torch_tpu.metrics()
+    if parallel:
+        workers = llm.collective_rpc(_tpu_metrics)
+        m = {k: sum(w[k] for w in workers) for k in _COUNTERS}
     counters = {c.name: c.value for c in llm.get_metrics() if hasattr(c, "value")}
-    print(json.dumps({"preempted": counters.get("vllm:num_preemptions", 0),
-                      "prefix_cache_hits": counters.get("vllm:prefix_cache_hits", 0),
-                      "spec_decode": {"drafts": counters.get("vllm:spec_decode_num_drafts", 0),
-                                      "draft_tokens": counters.get("vllm:spec_decode_num_draft_tokens", 0),
-                                      "accepted": counters.get("vllm:spec_decode_num_accepted_tokens", 0)},
-                      "tokens": tokens, "extra": extra, "seconds": elapsed,
-                      "graphs_compiled": m["graphs_compiled"], "cache_misses": m["cache_misses"],
-                      "donated": m["donated_buffers"],
-                      "async_scheduling": llm.llm_engine.vllm_config.scheduler_config.async_scheduling}))
+    json_line = json.dumps({"preempted": counters.get("vllm:num_preemptions", 0),
+                            "prefix_cache_hits": counters.get("vllm:prefix_cache_hits", 0),
+                            "spec_decode": {"drafts": counters.get("vllm:spec_decode_num_drafts", 0),
+                                            "draft_tokens": counters.get("vllm:spec_decode_num_draft_tokens", 0),
+                                            "accepted": counters.get("vllm:spec_decode_num_accepted_tokens", 0)},
+                            "tokens": tokens, "extra": extra, "seconds": elapsed,
+                            "graphs_compiled": m["graphs_compiled"], "cache_misses": m["cache_misses"],
+                            "donated": m["donated_buffers"], "launched": m["graphs_launched"],
+                            "async_scheduling": llm.llm_engine.vllm_config.scheduler_config.async_scheduling})
+    if parallel:
+        # The workers' exit logs would otherwise follow the JSON line.
+        llm.llm_engine.engine_core.shutdown()
+    print(json_line)
+
+
+_COUNTERS = ("cache_misses", "donated_buffers", "graphs_compiled", "graphs_launched")
+
+
+def _reset_tpu_metrics(worker):
+    import torch_tpu
+    torch_tpu.reset_metrics()
+
+
+def _tpu_metrics(worker):
+    import torch_tpu
+    m = torch_tpu.metrics()
+    return {k: m[k] for k in _COUNTERS}
 
 
 if __name__ == "__main__":

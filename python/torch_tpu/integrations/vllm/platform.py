@@ -21,6 +21,7 @@ logger = init_logger(__name__)
 _BACKEND = "torch_tpu.integrations.vllm.attention.TpuPagedAttentionBackend"
 _PUNICA = "torch_tpu.integrations.vllm.lora.TpuPunicaWrapper"
 _WORKER = "torch_tpu.integrations.vllm.worker.TpuWorker"
+_COMMUNICATOR = "torch_tpu.integrations.vllm.communicator.TpuCommunicator"
 
 
 class TpuPlatform(CpuPlatform):
@@ -65,6 +66,10 @@ class TpuPlatform(CpuPlatform):
         if torch.device(device).type == "cpu":
             return
         torch.tpu.set_device(device)
+
+    @classmethod
+    def get_device_communicator_cls(cls) -> str:
+        return _COMMUNICATOR
 
     @classmethod
     def get_punica_wrapper(cls) -> str:
@@ -114,10 +119,6 @@ class TpuPlatform(CpuPlatform):
             cache_config.kv_cache_memory_bytes = int(os.environ["VLLM_CPU_KVCACHE_SPACE"]) << 30
 
         parallel_config = vllm_config.parallel_config
-        if parallel_config.world_size > 1:
-            raise NotImplementedError(
-                "vLLM on tpu: tensor, pipeline and data parallelism are not supported yet "
-                f"(world size {parallel_config.world_size}); run with one device")
         if (os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "1"
                 and parallel_config.distributed_executor_backend == "uni"):
             parallel_config.distributed_executor_backend = "mp"

@@ -77,6 +77,8 @@ def _parallel_features(parallel):
          or parallel.prefill_context_parallel_size > 1),
         ("expert parallelism (enable_expert_parallel)", parallel.enable_expert_parallel),
         ("expert load balancing (enable_eplb)", parallel.enable_eplb),
+        (f"pipeline parallelism (pipeline_parallel_size={parallel.pipeline_parallel_size})",
+         parallel.pipeline_parallel_size > 1),
     )
 
 

@@ -488,7 +488,9 @@ class TpuWorker(CPUWorker):
 
     def init_device(self):
         self.device = torch.device("cpu")
-        torch.tpu.set_device(self.local_rank)
+        # Each worker process has its own PJRT client: with one device per
+        # process (XLA's CPU plugin) every rank's device is its tpu:0.
+        torch.tpu.set_device(self.local_rank % torch.tpu.device_count())
         init_worker_distributed_environment(self.vllm_config, self.rank,
                                             self.distributed_init_method, self.local_rank, "gloo")
         set_random_seed(self.model_config.seed)
