@@ -6,13 +6,17 @@ adapters added, removed and evicted at run time keep doing so; no adapter
 compiles a program after the warm-up (one step program serves every mix).
 An adapter whose rank exceeds max_lora_rank or whose targets the plugin does
 not serve fails its request naming it, and the engine serves on."""
+import json
 import os
+import urllib.error
+import urllib.request
 
 import pytest
 import torch
 
 import tiny_models
 from conftest import VOCAB, greedy, run_script
+from server_process import post, serve
 
 NEW_TOKENS = 8
 LLM = {"enable_lora": True, "max_loras": 2, "max_lora_rank": 8, "max_num_seqs": 8,
@@ -106,3 +110,30 @@ def test_adapters_added_removed_and_evicted_at_run_time(lora_models):
     assert got[4]["tokens"] == _expected(lora_models, two)
     assert got[5]["tokens"] == _expected(lora_models, three)
     assert all(g["cache_misses"] == 0 for g in got)
+
+
+def test_server_refuses_bad_adapters_with_a_400(lora_models, tmp_path):
+    # /v1/load_lora_adapter checks an adapter before the engine loads it (vLLM
+    # answers a failed load with a 500); adapters load and serve at run time.
+    paths = {n: a for n, (_, a) in lora_models["adapters"].items()}
+    args = ["--dtype", "float32", "--max-model-len", "256", "--kv-cache-memory-bytes", str(16 << 20),
+            "--max-num-seqs", "8", "--max-num-batched-tokens", "128", "--enable-lora",
+            "--max-loras", "2", "--max-lora-rank", "8", "--lora-modules", f"attn={paths['attn']}"]
+    with serve(lora_models["base"], tmp_path / "server.log", args,
+               env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}) as server:
+        base = server["base"]
+        for name, named in (("rank16", "rank 16 is greater than max_lora_rank 8"),
+                            ("lm_head", "adapts lm_head")):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                post(base + "/v1/load_lora_adapter", {"lora_name": name, "lora_path": paths[name]})
+            body = err.value.read().decode()
+            assert err.value.code == 400 and f"LoRA adapter '{name}'" in body and named in body, body
+        load = urllib.request.Request(base + "/v1/load_lora_adapter", json.dumps(
+            {"lora_name": "mlp", "lora_path": paths["mlp"]}).encode(), {"Content-Type": "application/json"})
+        assert urllib.request.urlopen(load, timeout=120).status == 200
+        batch = _batch(["attn", "mlp", None], seed=6)
+        for (prompt, adapter), expected in zip(batch, _expected(lora_models, batch)):
+            r = post(base + "/v1/completions", {
+                "model": adapter or lora_models["base"], "prompt": prompt, "max_tokens": NEW_TOKENS,
+                "temperature": 0, "ignore_eos": True, "return_token_ids": True})
+            assert r["choices"][0]["token_ids"] == expected

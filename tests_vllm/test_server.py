@@ -2,73 +2,30 @@
 /v1/chat/completions (plain and streaming) give HF's greedy tokens, a prompt over
 max_model_len is an HTTP 400 and the server stays up, and SIGTERM stops the
 server and its engine process."""
-import json
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
-import urllib.request
 
 import pytest
 
 import tiny_models
 from conftest import VOCAB
+from server_process import post, serve
 
 MAX_LEN = 128
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _post(url, body, stream=False):
-    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=120) as r:
-        if not stream:
-            return json.loads(r.read())
-        events = []
-        for line in r:
-            line = line.decode().strip()
-            if line.startswith("data: ") and line != "data: [DONE]":
-                events.append(json.loads(line[len("data: "):]))
-        return events
 
 
 @pytest.fixture(scope="module")
 def server(models, tmp_path_factory):
     folder = models("llama")
-    port = _free_port()
-    log = open(tmp_path_factory.mktemp("server") / "server.log", "w+")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", folder,
-         "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-         "--max-model-len", str(MAX_LEN), "--kv-cache-memory-bytes", str(16 << 20),
-         # vLLM's default (0) aborts: it kills the engine at once and logs
-         # EngineDeadError; a graceful stop lets the engine finish and exit.
-         "--shutdown-timeout", "20"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 300
-    while True:
-        if proc.poll() is not None:
-            log.seek(0)
-            pytest.fail(f"the server exited ({proc.returncode}):\n{log.read()[-4000:]}")
-        try:
-            urllib.request.urlopen(base + "/health", timeout=2)
-            break
-        except (urllib.error.URLError, ConnectionError, OSError):
-            if time.time() > deadline:
-                os.killpg(proc.pid, signal.SIGKILL)  # the engine processes too
-                pytest.fail("the server did not answer /health within 300 s")
-            time.sleep(1)
-    yield {"base": base, "proc": proc, "folder": folder, "log": log}
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
+    args = ["--dtype", "float32", "--max-model-len", str(MAX_LEN),
+            "--kv-cache-memory-bytes", str(16 << 20),
+            # vLLM's default (0) aborts: it kills the engine at once and logs
+            # EngineDeadError; a graceful stop lets the engine finish and exit.
+            "--shutdown-timeout", "20"]
+    with serve(folder, tmp_path_factory.mktemp("server") / "server.log", args) as s:
+        yield {**s, "folder": folder}
 
 
 def test_completions_plain_and_streaming(server):
@@ -77,10 +34,10 @@ def test_completions_plain_and_streaming(server):
     url = server["base"] + "/v1/completions"
     body = {"model": server["folder"], "prompt": prompts, "max_tokens": 8, "temperature": 0,
             "ignore_eos": True, "return_token_ids": True}
-    plain = _post(url, body)
+    plain = post(url, body)
     got = {c["index"]: c["token_ids"] for c in plain["choices"]}
     assert [got[i] for i in range(3)] == expected
-    events = _post(url, {**body, "prompt": prompts[0], "stream": True}, stream=True)
+    events = post(url, {**body, "prompt": prompts[0], "stream": True}, stream=True)
     streamed = [t for e in events for c in e["choices"] for t in (c.get("token_ids") or [])]
     assert streamed == expected[0] and len(events) >= 2
 
@@ -89,13 +46,13 @@ def test_chat_completions_plain_and_streaming(server):
     url = server["base"] + "/v1/chat/completions"
     body = {"model": server["folder"], "messages": [{"role": "user", "content": "hello world"}],
             "max_tokens": 6, "temperature": 0, "ignore_eos": True, "return_token_ids": True}
-    r = _post(url, body)
+    r = post(url, body)
     prompt_ids = r["prompt_token_ids"]
     assert prompt_ids, r
     expected = tiny_models.hf_greedy(server["folder"], [prompt_ids], 6)[0]
     assert r["choices"][0]["token_ids"] == expected
     assert r["choices"][0]["message"]["role"] == "assistant"
-    events = _post(url, {**body, "stream": True}, stream=True)
+    events = post(url, {**body, "stream": True}, stream=True)
     streamed = [t for e in events for c in e["choices"] for t in (c.get("token_ids") or [])]
     assert streamed == expected
 
@@ -103,10 +60,10 @@ def test_chat_completions_plain_and_streaming(server):
 def test_prompt_over_max_model_len_is_a_400_and_the_server_stays_up(server):
     url = server["base"] + "/v1/completions"
     with pytest.raises(urllib.error.HTTPError) as err:
-        _post(url, {"model": server["folder"], "prompt": [5] * (MAX_LEN + 10), "max_tokens": 4})
+        post(url, {"model": server["folder"], "prompt": [5] * (MAX_LEN + 10), "max_tokens": 4})
     assert err.value.code == 400
     assert "max" in err.value.read().decode().lower()
-    ok = _post(url, {"model": server["folder"], "prompt": [5, 6, 7], "max_tokens": 2, "temperature": 0})
+    ok = post(url, {"model": server["folder"], "prompt": [5, 6, 7], "max_tokens": 2, "temperature": 0})
     assert len(ok["choices"]) == 1
 
 
