@@ -34,9 +34,10 @@ test: install
 # .venv-vllm (scripts/install_vllm.sh says why); its tests are tests_vllm/, run
 # with that venv's python. -fast is the CI slice (one tiny model, the server,
 # paged attention, n-gram speculative decoding, the refusals of untested options,
-# a tiny Qwen3-MoE and MoE routing); test-vllm adds the other models (MoE too),
-# batching, preemption, prefix caching, warm-up, draft models, quantization,
-# structured output.
+# a tiny Qwen3-MoE and MoE routing, two LoRA adapters in a batch and refused
+# adapters); test-vllm adds the other models (MoE too), batching, preemption,
+# prefix caching, warm-up, draft models, quantization, structured output, LoRA
+# adapters added and evicted at run time.
 VLLM_PYTHON = .venv-vllm/bin/python
 vllm-env: build
 	PYTHON=$(PYTHON) bash scripts/install_vllm.sh
