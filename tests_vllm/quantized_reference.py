@@ -1,0 +1,91 @@
+"""CPU references for vLLM's quantized linear layers: HF's model on the CPU
+with every decoder linear layer replaced by the same quantization written out
+here from its definition (scales from the weights' and activations' absolute
+maxima, rounding by PyTorch's CPU casts), not from vLLM's code or the plugin's.
+
+Where vLLM fuses layers (q/k/v into qkv_proj, gate/up into gate_up_proj), a
+per-tensor weight scale is the fused weight's, so the reference groups them."""
+import torch
+from torch import nn
+
+FP8 = torch.float8_e4m3fn
+FP8_MAX = torch.finfo(FP8).max
+MIN_SCALE = 1.0 / (FP8_MAX * 512.0)   # vLLM's floor of a dynamic scale
+FUSED = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"), ("o_proj",), ("down_proj",))
+
+
+def _fp8(x: torch.Tensor, scale: torch.Tensor, divide: bool) -> torch.Tensor:
+    scaled = x / scale if divide else x * scale.reciprocal()
+    return scaled.clamp(-FP8_MAX, FP8_MAX).to(FP8)
+
+
+class Fp8Linear(nn.Module):
+    """y = dequant(quant(x)) @ dequant(quant(W)).T, quantized as `method`:
+    fp8_per_tensor: a weight scale per (fused) tensor, a dynamic scale per
+    activation tensor; fp8_per_channel: a weight scale per output channel,
+    a dynamic scale per token."""
+
+    def __init__(self, linear: nn.Linear, method: str, weight_amax: torch.Tensor):
+        super().__init__()
+        w = linear.weight.detach().float()
+        self.method = method
+        if method == "fp8_per_tensor":
+            self.w_scale = weight_amax.float() / FP8_MAX
+            self.w_q = _fp8(w, self.w_scale, divide=False)
+        elif method == "fp8_per_channel":
+            self.w_scale = (w.abs().amax(dim=1, keepdim=True) / FP8_MAX).clamp(min=MIN_SCALE)
+            self.w_q = _fp8(w, self.w_scale, divide=True)
+        else:
+            raise ValueError(f"no reference for {method!r}")
+
+    def forward(self, x):
+        x2 = x.reshape(-1, x.shape[-1]).float()
+        per_token = self.method == "fp8_per_channel"
+        amax = x2.abs().amax(dim=-1, keepdim=True) if per_token else x2.abs().max()
+        x_scale = (amax / FP8_MAX).clamp(min=MIN_SCALE)
+        x_q = _fp8(x2, x_scale, divide=False)
+        if per_token:
+            y = (x_q.float() @ self.w_q.float().t()) * x_scale * self.w_scale.t()
+        else:
+            y = (x_q.float() * x_scale) @ (self.w_q.float() * self.w_scale).t()
+        return y.to(x.dtype).reshape(*x.shape[:-1], -1)
+
+
+def quantize_decoder(model: nn.Module, method: str) -> nn.Module:
+    """`model`'s decoder linear layers (not the embeddings or the LM head,
+    which vLLM's online methods leave unquantized) replaced by Fp8Linear."""
+    for layer in model.model.layers:
+        for block in (layer.self_attn, layer.mlp):
+            for group in FUSED:
+                linears = [getattr(block, name) for name in group if hasattr(block, name)]
+                if not linears:
+                    continue
+                amax = torch.stack([lin.weight.detach().abs().max() for lin in linears]).max()
+                for name, lin in zip(group, linears):
+                    setattr(block, name, Fp8Linear(lin, method, amax))
+    return model
+
+
+def load(folder: str, method, dtype=torch.float16, attention: str = "sdpa") -> nn.Module:
+    """HF's model of `folder` on the CPU in `dtype`, quantized by `method`
+    (None: as it is), with HF's `attention` implementation."""
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation=attention).eval()
+    return model if method is None else quantize_decoder(model, method)
+
+
+def forced_logprobs(model: nn.Module, prompt_ids: list[list[int]], continuations: list[list[int]]):
+    """Each prompt's log-probabilities [steps, vocab] before each token of its
+    continuation, teacher-forced as vLLM runs a lone request: the prompt in
+    one forward, then a token a step through the KV cache (so a per-tensor
+    activation scale spans what vLLM's step holds)."""
+    out = []
+    with torch.no_grad():
+        for ids, continuation in zip(prompt_ids, continuations):
+            step = model(torch.tensor([ids]), use_cache=True)
+            rows = [step.logits[0, -1]]
+            for token in continuation[:-1]:
+                step = model(torch.tensor([[token]]), past_key_values=step.past_key_values, use_cache=True)
+                rows.append(step.logits[0, -1])
+            out.append(torch.stack(rows).float().log_softmax(-1))
+    return out
