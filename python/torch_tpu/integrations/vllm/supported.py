@@ -94,6 +94,20 @@ def _lora_features(vllm_config):
             ("LoRA adapters with speculative decoding", vllm_config.speculative_config is not None))
 
 
+def _tensor_parallel_features(vllm_config):
+    """Tensor parallelism (communicator.py) is tested with unquantized dense
+    and MoE models and n-gram drafts (tests_vllm/test_parallel.py)."""
+    size = vllm_config.parallel_config.tensor_parallel_size
+    if size == 1:
+        return ()
+    model, spec = vllm_config.model_config, vllm_config.speculative_config
+    return ((f"tensor parallelism (tensor_parallel_size={size}) with quantization "
+             f"{getattr(model, 'quantization', None)!r}", getattr(model, "quantization", None) is not None),
+            ("tensor parallelism with LoRA adapters", getattr(vllm_config, "lora_config", None) is not None),
+            (f"tensor parallelism with speculative decoding method {getattr(spec, 'method', None)!r} "
+             "(tested: ngram)", spec is not None and spec.method != "ngram"))
+
+
 def _speculative_features(spec):
     if spec is None:
         return ()
@@ -124,7 +138,8 @@ def _untested_features(vllm_config) -> list[str]:
     features = (_cache_features(vllm_config.cache_config)
                 + _lora_features(vllm_config)
                 + _parallel_features(vllm_config.parallel_config)
-                + _speculative_features(vllm_config.speculative_config))
+                + _speculative_features(vllm_config.speculative_config)
+                + _tensor_parallel_features(vllm_config))
     if vllm_config.model_config is not None:
         features = _model_features(vllm_config.model_config) + features
     return found + [what for what, used in features if used]
