@@ -23,7 +23,7 @@ def _refused(models, llm, arch="llama"):
     ({"quantization": "fp8_per_block", "dtype": "bfloat16"}, "does not support quantization 'fp8_per_block'"),
     ({"speculative_config": {"method": "ngram_gpu", "num_speculative_tokens": 2}},
      "speculative decoding method 'ngram_gpu'"),
-    ({"tensor_parallel_size": 2}, "not supported yet (world size 2)"),
+    ({"pipeline_parallel_size": 2}, "pipeline parallelism (pipeline_parallel_size=2)"),
 ])
 def test_untested_options_fail_at_start(models, llm, message):
     error = _refused(models, llm)
@@ -32,7 +32,7 @@ def test_untested_options_fail_at_start(models, llm, message):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("llm, message", [
-    # Expert parallelism needs more than one device, and TP, which the plugin does not run.
+    # Expert parallelism is not done (moe.py shards experts by TP only).
     ({"enable_expert_parallel": True}, "expert parallelism (enable_expert_parallel)"),
     # moe.py is FusedMoE's unquantized method only.
     ({"quantization": "int8_per_channel_weight_only", "dtype": "bfloat16"},
@@ -73,7 +73,8 @@ def _config(model=None, cache=None, parallel=None, **optional):
     cache = NS(**{"kv_offloading_size": None, "kv_sharing_fast_prefill": False, **(cache or {})})
     parallel = NS(**{"data_parallel_size": 1, "decode_context_parallel_size": 1,
                      "prefill_context_parallel_size": 1, "enable_expert_parallel": False,
-                     "enable_eplb": False, **(parallel or {})})
+                     "enable_eplb": False, "pipeline_parallel_size": 1, "tensor_parallel_size": 1,
+                     **(parallel or {})})
     return NS(model_config=model, cache_config=cache, parallel_config=parallel,
               speculative_config=optional.pop("speculative_config", None), **optional)
 
@@ -91,6 +92,13 @@ def _config(model=None, cache=None, parallel=None, **optional):
     ({"parallel": {"data_parallel_size": 2}}, "data parallelism (data_parallel_size=2)"),
     ({"parallel": {"decode_context_parallel_size": 2}}, "context parallelism"),
     ({"parallel": {"enable_expert_parallel": True}}, "expert parallelism"),
+    ({"parallel": {"pipeline_parallel_size": 2}}, "pipeline parallelism (pipeline_parallel_size=2)"),
+    ({"parallel": {"tensor_parallel_size": 2}, "model": {"quantization": "fp8"}},
+     "tensor parallelism (tensor_parallel_size=2) with quantization 'fp8'"),
+    ({"parallel": {"tensor_parallel_size": 2}, "lora_config": type("L", (), {"fully_sharded_loras": False})()},
+     "tensor parallelism with LoRA adapters"),
+    ({"parallel": {"tensor_parallel_size": 2}, "speculative_config": type("S", (), {"method": "draft_model"})()},
+     "tensor parallelism with speculative decoding method 'draft_model'"),
     ({"kv_transfer_config": object()}, "KV cache transfer / disaggregated prefill"),
     ({"speculative_config": type("S", (), {"method": "eagle3"})()}, "speculative decoding method 'eagle3'"),
     ({"lora_config": type("L", (), {"fully_sharded_loras": True})()}, "fully sharded LoRA layers"),
