@@ -51,6 +51,25 @@ class Fp8Linear(nn.Module):
         return y.to(x.dtype).reshape(*x.shape[:-1], -1)
 
 
+class W8A8Int8Linear(nn.Module):
+    """A compressed-tensors W8A8-int8 layer: y = (q(x) @ W_q.T) * s_x * s_w with
+    the checkpoint's int8 weight W_q and channel scales s_w, and each token x
+    quantized to int8 by its own scale s_x = max|x| / 127: x * (127 / max|x|)
+    rounded half to even, as vLLM's int8 kernels and their tests define it."""
+
+    def __init__(self, weight_q: torch.Tensor, weight_scale: torch.Tensor):
+        super().__init__()
+        self.w_q, self.w_scale = weight_q.float(), weight_scale.float().reshape(-1, 1)
+
+    def forward(self, x):
+        x2 = x.reshape(-1, x.shape[-1]).float()
+        amax = x2.abs().amax(dim=-1, keepdim=True)
+        x_scale = amax / 127.0
+        x_q = torch.where(amax > 0, x2 * (127.0 / amax), torch.zeros_like(x2)).round().clamp(-128, 127)
+        y = (x_q.double() @ self.w_q.double().t()).float() * x_scale * self.w_scale.t()
+        return y.to(x.dtype).reshape(*x.shape[:-1], -1)
+
+
 def quantize_decoder(model: nn.Module, method: str) -> nn.Module:
     """`model`'s decoder linear layers (not the embeddings or the LM head,
     which vLLM's online methods leave unquantized) replaced by Fp8Linear."""
@@ -72,6 +91,20 @@ def load(folder: str, method, dtype=torch.float16, attention: str = "sdpa") -> n
     from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation=attention).eval()
     return model if method is None else quantize_decoder(model, method)
+
+
+def load_w8a8(folder: str, checkpoint: str, dtype=torch.float16, attention: str = "sdpa") -> nn.Module:
+    """HF's model of `folder` with its decoder linear layers those of the
+    compressed-tensors W8A8-int8 `checkpoint` (its int8 weights and scales)."""
+    from safetensors.torch import load_file
+    model = load(folder, None, dtype, attention)
+    tensors = load_file(f"{checkpoint}/model.safetensors")
+    for name, module in list(model.named_modules()):
+        for child, linear in list(module.named_children()):
+            key = f"{name}.{child}.weight"
+            if isinstance(linear, nn.Linear) and key in tensors and tensors[key].dtype == torch.int8:
+                setattr(module, child, W8A8Int8Linear(tensors[key], tensors[key + "_scale"]))
+    return model
 
 
 def forced_logprobs(model: nn.Module, prompt_ids: list[list[int]], continuations: list[list[int]]):

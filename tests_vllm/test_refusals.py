@@ -81,6 +81,10 @@ def _config(model=None, cache=None, parallel=None, **optional):
 
 @pytest.mark.parametrize("config, named", [
     ({"model": {"is_moe": True, "quantization": "fp8"}}, "mixture-of-experts layers (vLLM's FusedMoE) with quantization 'fp8'"),
+    ({"model": {"quantization": "compressed-tensors", "hf_config": type("C", (), {"quantization_config": {
+        "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int", "symmetric": True,
+                                                  "strategy": "group", "group_size": 128, "dynamic": False}}}}})}},
+     "compressed-tensors config group 'group_0' (weights int4 group; tested: W8A8-int8"),
     ({"model": {"is_multimodal_model": True}}, "multimodal models"),
     ({"model": {"is_encoder_decoder": True}}, "encoder-decoder models"),
     ({"model": {"is_hybrid": True}}, "hybrid and attention-free models"),

@@ -45,6 +45,47 @@ _ABSENT = (
 )
 
 
+# compressed-tensors' W8A8-int8 (integrations/vllm/int8.py): int8 weights, a
+# static symmetric scale per channel or tensor; int8 activations, dynamic,
+# symmetric, per token.
+W8A8_INT8 = {
+    "weights": {"num_bits": 8, "type": "int", "symmetric": True, "dynamic": False,
+                "strategy": ("channel", "tensor")},
+    "input_activations": {"num_bits": 8, "type": "int", "symmetric": True, "dynamic": True,
+                          "strategy": ("token",)},
+}
+
+
+def _compressed_tensors_features(model):
+    """A compressed-tensors checkpoint's config groups that are not W8A8-int8."""
+    if model.quantization != "compressed-tensors":
+        return ()
+    config = getattr(model.hf_config, "quantization_config", None) or {}
+    found = [what for key, what in (("kv_cache_scheme", "a compressed-tensors KV cache scheme"),
+                                    ("sparsity_config", "compressed-tensors sparsity"),
+                                    ("transform_config", "compressed-tensors transforms"))
+             if config.get(key)]
+    for name, group in sorted(config.get("config_groups", {}).items()):
+        fits = not group.get("output_activations") and all(
+            (group.get(part) or {}).get(key) in (want if isinstance(want, tuple) else (want,))
+            for part, fields in W8A8_INT8.items() for key, want in fields.items())
+        if not fits:
+            found.append(f"compressed-tensors config group {name!r} ({_describe(group)}; tested: W8A8-int8, "
+                         "int8 weights per channel or tensor, int8 dynamic per-token activations)")
+    return tuple((what, True) for what in found)
+
+
+def _describe(group):
+    parts = []
+    for part in ("weights", "input_activations", "output_activations"):
+        args = group.get(part)
+        if args:
+            parts.append(f"{part} {args.get('type')}{args.get('num_bits')} {args.get('strategy')}"
+                         f"{' dynamic' if args.get('dynamic') else ''}"
+                         f"{'' if args.get('symmetric', True) else ' asymmetric'}")
+    return ", ".join(parts) or "no quantized tensors"
+
+
 def _model_features(model):
     return (
         # moe.py covers FusedMoE's unquantized method only.
@@ -141,7 +182,8 @@ def _untested_features(vllm_config) -> list[str]:
                 + _speculative_features(vllm_config.speculative_config)
                 + _tensor_parallel_features(vllm_config))
     if vllm_config.model_config is not None:
-        features = _model_features(vllm_config.model_config) + features
+        features = (_model_features(vllm_config.model_config)
+                    + _compressed_tensors_features(vllm_config.model_config) + features)
     return found + [what for what, used in features if used]
 
 

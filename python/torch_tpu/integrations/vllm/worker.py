@@ -59,7 +59,7 @@ from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environmen
 from vllm.v1.worker.utils import bind_kv_cache
 from vllm.v1.worker.worker_base import CompilationTimes
 
-from . import fp8, lora, memory, moe
+from . import fp8, int8, lora, memory, moe
 from .attention import METADATA_TENSORS, TpuPagedAttentionBackend, warmup_metadata
 from .buckets import query_layout, step_buckets, token_bucket
 
@@ -162,6 +162,7 @@ class TpuModelRunner(CPUModelRunner):
     def load_model(self, load_dummy_weights: bool = False) -> None:
         moe.register()   # before the model's FusedMoE layers pick their method
         fp8.register()   # before its linear layers pick their fp8 kernels
+        int8.register()  # and their int8 ones
         super().load_model(load_dummy_weights)
         where = {p.device.type for p in self.model.parameters()}
         if where != {"tpu"}:
