@@ -12,7 +12,12 @@ from conftest import VOCAB, greedy, run_llm
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 2}
 
 
+# Small limits: 20 step programs to compile in each configuration.
+SMALL = {"max_num_seqs": 8, "max_num_batched_tokens": 128}
+
+
 def check(folder, **llm):
+    llm = {**SMALL, **llm}
     prompts = tiny_models.prompts(5, 2, 40, VOCAB, seed=0)
     one = run_llm(folder, prompts, greedy(12), llm=llm)
     two = run_llm(folder, prompts, greedy(12), llm={**llm, "tensor_parallel_size": 2})
@@ -27,6 +32,17 @@ def check(folder, **llm):
     return one, two
 
 
+def test_tensor_parallel_2_gives_hf_greedy(models):
+    # The CI slice: one engine, against HF's greedy tokens on the CPU (which
+    # tensor_parallel_size=1 gives for these prompts: test_greedy.py).
+    folder = models("llama")
+    prompts = tiny_models.prompts(5, 2, 40, VOCAB, seed=0)
+    got = run_llm(folder, prompts, greedy(12), llm={**SMALL, "tensor_parallel_size": 2})
+    assert got["tokens"] == tiny_models.hf_greedy(folder, prompts, 12)
+    assert got["cache_misses"] == 0 and got["donated"] > 0
+
+
+@pytest.mark.slow
 def test_tensor_parallel_2_equals_1(models):
     check(models("llama"))
 
@@ -43,6 +59,7 @@ def test_tensor_parallel_ngram_drafts(models):
     assert two["spec_decode"] == one["spec_decode"]
 
 
+@pytest.mark.slow
 def test_untested_layouts_are_refused_at_start(models):
     # The engine's own start (test_refusals.py checks each class on configs).
     llm = {"tensor_parallel_size": 2, "quantization": "int8_per_channel_weight_only", "dtype": "bfloat16"}

@@ -31,37 +31,20 @@ class TpuCommunicator(DeviceCommunicatorBase):
         gathered = self.collectives.all_gather(input_.movedim(dim, 0))   # [world * n, ...]
         return gathered.movedim(0, dim)
 
-    def _refuse(self, what: str):
+
+def _refusal(what: str):
+    def refuse(self, *args, **kwargs):
         raise NotImplementedError(f"vLLM on tpu: the device communicator has no {what} "
                                   f"(group {self.unique_name!r}): only tensor parallelism's "
                                   "all_reduce and all_gather are done")
+    return refuse
 
-    def all_gatherv(self, *args, **kwargs):
-        self._refuse("all_gatherv")
 
-    def reduce_scatter(self, *args, **kwargs):
-        self._refuse("reduce_scatter")
-
-    def reduce_scatterv(self, *args, **kwargs):
-        self._refuse("reduce_scatterv")
-
-    def gather(self, *args, **kwargs):
-        self._refuse("gather")
-
-    def send(self, *args, **kwargs):
-        self._refuse("send")
-
-    def recv(self, *args, **kwargs):
-        self._refuse("recv")
-
-    def broadcast(self, *args, **kwargs):
-        self._refuse("broadcast")
-
-    def dispatch_router_logits(self, *args, **kwargs):
-        self._refuse("expert-parallel dispatch")
-
-    def dispatch(self, *args, **kwargs):
-        self._refuse("expert-parallel dispatch")
-
-    def combine(self, *args, **kwargs):
-        self._refuse("expert-parallel combine")
+# What vLLM's base class would run through `device_group` (Gloo, which takes
+# no tpu tensors) or that expert parallelism needs.
+for _name, _what in (("all_gatherv", "all_gatherv"), ("broadcast", "broadcast"),
+                     ("combine", "expert-parallel combine"), ("dispatch", "expert-parallel dispatch"),
+                     ("dispatch_router_logits", "expert-parallel dispatch"), ("gather", "gather"),
+                     ("recv", "recv"), ("reduce_scatter", "reduce_scatter"),
+                     ("reduce_scatterv", "reduce_scatterv"), ("send", "send")):
+    setattr(TpuCommunicator, _name, _refusal(_what))
