@@ -224,8 +224,7 @@ class StepLoRA:
     weights) and the adapters' host-staged activation."""
 
     def __init__(self, runner):
-        self.wrapper_manager = runner.lora_manager
-        manager = runner.lora_manager._adapter_manager
+        self.manager = manager = runner.lora_manager._adapter_manager
         self.lora_config = runner.lora_config
         wrappers = set(map(id, manager.punica_wrapper_mapping.values()))
         self.wrapper = next(iter(manager.punica_wrapper_mapping.values()))
@@ -254,7 +253,10 @@ class StepLoRA:
 
     def _activate(self, activate, lora_id):
         """vLLM's activate_adapter on host copies of the stacked weights,
-        then each uploaded whole (module docstring)."""
+        then each uploaded whole (module docstring). vLLM activates every
+        request's adapter every step; one already in its slot writes nothing."""
+        if lora_id in self.manager._active_adapters:
+            return activate(lora_id)   # vLLM's LRU order only
         on_device = [(m, name, getattr(m, name)) for m in self.modules for name in _STACKED]
         for m, name, value in on_device:
             setattr(m, name, _map(value, lambda t: self._host[id(t)]))
