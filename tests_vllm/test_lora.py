@@ -12,7 +12,6 @@ import urllib.error
 import urllib.request
 
 import pytest
-import torch
 
 import tiny_models
 from conftest import VOCAB, greedy, run_script
@@ -22,7 +21,7 @@ NEW_TOKENS = 8
 LLM = {"enable_lora": True, "max_loras": 2, "max_lora_rank": 8, "max_num_seqs": 8,
        "max_num_batched_tokens": 128, "dtype": "float32", "max_model_len": 256,
        "kv_cache_memory_bytes": 16 << 20, "seed": 0}
-# name: (targets, rank); random A and B from the seed of its position.
+# name: (targets, rank); random A and B, made with PEFT from the seed of its position.
 ADAPTERS = {
     "attn": (["q_proj", "k_proj", "v_proj", "o_proj"], 8),
     "mlp": (["gate_proj", "up_proj", "down_proj", "embed_tokens"], 4),
@@ -32,27 +31,12 @@ ADAPTERS = {
 }
 
 
-def _adapter(base, root, name, seed):
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-    targets, rank = ADAPTERS[name]
-    out = os.path.join(root, f"adapter-{name}")
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    torch.manual_seed(seed)
-    # init_lora_weights=False: B random too (PEFT's default B is zero, a no-op adapter).
-    peft = get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=targets,
-                                            init_lora_weights=False))
-    peft.save_pretrained(out)
-    merged = os.path.join(root, f"merged-{name}")
-    peft.merge_and_unload().save_pretrained(merged)
-    return out, merged
-
-
 @pytest.fixture(scope="module")
 def lora_models(models, tmp_path_factory):
     base = models("llama")
     root = str(tmp_path_factory.mktemp("lora"))
-    made = {name: _adapter(base, root, name, seed) for seed, name in enumerate(ADAPTERS, 1)}
+    made = {name: tiny_models.lora_adapter(base, root, name, *ADAPTERS[name], seed=seed)
+            for seed, name in enumerate(ADAPTERS, 1)}
     return {"base": base, "adapters": {n: [i, a] for i, (n, (a, _)) in enumerate(made.items(), 1)},
             "merged": {n: m for n, (_, m) in made.items()}}
 

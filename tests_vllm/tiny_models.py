@@ -149,3 +149,22 @@ def hf_greedy(folder: str, prompt_ids: list[list[int]], max_new_tokens: int) -> 
                                pad_token_id=0)
             out.append(y[0, len(ids):].tolist())
     return out
+
+
+def lora_adapter(folder: str, root: str, name: str, targets: list[str], rank: int, seed: int):
+    """A LoRA adapter made with PEFT for the model in `folder`, random A and
+    B (PEFT's default B is zero: a no-op adapter), saved under `root` with
+    save_pretrained; and the model with it merged (merge_and_unload), saved
+    beside it: (adapter folder, merged model folder)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    out, merged = os.path.join(root, f"adapter-{name}"), os.path.join(root, f"merged-{name}")
+    if os.path.exists(os.path.join(merged, "config.json")):
+        return out, merged
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    torch.manual_seed(seed)
+    peft = get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=targets,
+                                            init_lora_weights=False))
+    peft.save_pretrained(out)
+    peft.merge_and_unload().save_pretrained(merged)
+    return out, merged
