@@ -87,12 +87,16 @@ def test_adapters_added_removed_and_evicted_at_run_time(lora_models):
     two = _batch(["all", "mlp", "all"], seed=4)
     three = _batch(["attn", None, "all"], seed=5)
     got = _run(lora_models, [{"add": "attn"}, {"add": "mlp"}, {"generate": one},
-                             {"remove": "attn"}, {"generate": two}, {"generate": three}],
+                             {"remove": "attn"}, {"generate": two}, {"generate": three},
+                             {"add": "rank16"}, {"generate": one}],
                max_cpu_loras=2)
     assert [g.get("result") for g in got[:2]] == [True, True] and got[3]["result"] is True
     assert got[2]["tokens"] == _expected(lora_models, one)
     assert got[4]["tokens"] == _expected(lora_models, two)
     assert got[5]["tokens"] == _expected(lora_models, three)
+    # add_lora goes to the worker directly, which checks the adapter too.
+    assert "LoRA adapter 'rank16'" in got[6]["error"] and "max_lora_rank 8" in got[6]["error"]
+    assert got[7]["tokens"] == got[2]["tokens"]
     assert all(g["cache_misses"] == 0 for g in got)
 
 
