@@ -106,6 +106,8 @@ def _config(model=None, cache=None, parallel=None, **optional):
     ({"kv_transfer_config": object()}, "KV cache transfer / disaggregated prefill"),
     ({"speculative_config": type("S", (), {"method": "eagle3"})()}, "speculative decoding method 'eagle3'"),
     ({"lora_config": type("L", (), {"fully_sharded_loras": True})()}, "fully sharded LoRA layers"),
+    ({"lora_config": type("L", (), {"fully_sharded_loras": False})(), "model": {"enable_prompt_embeds": True}},
+     "LoRA adapters with prompt embeddings"),
 ])
 def test_each_class_of_untested_option_is_named(config, named):
     # The same checks the engine start runs (above), on configs built here:

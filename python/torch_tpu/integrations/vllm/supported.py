@@ -129,10 +129,13 @@ def _lora_features(vllm_config):
         return ()
     model = vllm_config.model_config
     # lora.py's punica wrapper covers vLLM's dense LoRA layers (not MoE or
-    # fully sharded ones); a speculative drafter's forward runs outside the step.
+    # fully sharded ones); a speculative drafter's forward and a step with
+    # prompt embeddings run outside the captured step, untried with adapters.
     return (("LoRA adapters on mixture-of-experts models", model is not None and model.is_moe),
             ("fully sharded LoRA layers (fully_sharded_loras)", lora.fully_sharded_loras),
-            ("LoRA adapters with speculative decoding", vllm_config.speculative_config is not None))
+            ("LoRA adapters with speculative decoding", vllm_config.speculative_config is not None),
+            ("LoRA adapters with prompt embeddings (enable_prompt_embeds)",
+             model is not None and bool(getattr(model, "enable_prompt_embeds", False))))
 
 
 def _tensor_parallel_features(vllm_config):
