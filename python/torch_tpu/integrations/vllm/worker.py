@@ -59,7 +59,7 @@ from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environmen
 from vllm.v1.worker.utils import bind_kv_cache
 from vllm.v1.worker.worker_base import CompilationTimes
 
-from . import fp8, int8, lora, memory, moe
+from . import fp8, int8, lora, memory, moe, sampling
 from .attention import METADATA_TENSORS, TpuPagedAttentionBackend, warmup_metadata
 from .buckets import query_layout, step_buckets, token_bucket
 
@@ -149,13 +149,17 @@ class TpuModelRunner(CPUModelRunner):
         self._fresh_blocks = []     # blocks to zero in the next step's program
         self._logits_indices = None  # this step's padded rows to sample (host)
         self._step_logits = None    # the logits the step's program computed (or their Future)
+        self._step_token_ids = None  # their argmax, on tpu (sampling.py), unless launched ahead
+        self._device_sampling = sampling.enabled(vllm_config)
+        self._greedy_ids = None     # the step's greedy tokens, on the host, for _sample
+        self.sampled_steps = {"device": 0, "host": 0}   # where steps were sampled (tests, benchmarks)
         self._step = CapturedFunction(self._step_work, "vLLM's step on tpu")
         # The step's program launched off the engine's thread (module
         # docstring), only for signatures already run (and so captured) on
         # the engine's thread: a capture runs the model's Python, which
         # reads vLLM's forward context.
         self._launcher = ThreadPoolExecutor(1, "torch_tpu-vllm-step") if ahead else None
-        self._launched = None       # the Future of the step launched ahead: [hidden, logits]
+        self._launched = None       # the Future of the step launched ahead: [hidden, logits, token ids]
         self._launch_ahead = False  # inside execute_model, with a launcher
         self._hidden_types = {}     # step input signature -> its hidden states' (shape, dtype)
 
@@ -239,15 +243,34 @@ class TpuModelRunner(CPUModelRunner):
         state = self.execute_model_state
         if state is not None and state.logits is not None:
             logits = state.logits
+            token_ids, self._step_token_ids = self._step_token_ids, None
             if isinstance(logits, Future):   # launched ahead (_run_step)
-                hidden, logits = logits.result()
+                hidden, logits, token_ids = logits.result()
                 # The gathered sampled rows serve speculative decoding only,
                 # which runs without async scheduling (platform.py).
                 state = state._replace(hidden_states=hidden, sample_hidden_states=None)
-            logits = logits.cpu()
             rows, self._sampled_rows = self._sampled_rows, None
-            self.execute_model_state = state._replace(logits=logits if rows is None else logits[:rows])
+            if (self._device_sampling and token_ids is not None and rows is not None
+                    and sampling.device_greedy(self.input_batch.sampling_metadata,
+                                               self.num_prompt_logprobs, grammar_output,
+                                               state.spec_decode_metadata)):
+                # Only the ids come to the host; _sample hands them to vLLM.
+                self._greedy_ids = token_ids.cpu()[:rows]   # no program per row count
+                self.execute_model_state = state._replace(logits=None)
+                self.sampled_steps["device"] += 1
+            else:
+                self.sampled_steps["host"] += 1
+                logits = logits.cpu()
+                self.execute_model_state = state._replace(
+                    logits=logits if rows is None else logits[:rows])
         return super().sample_tokens(grammar_output)
+
+    def _sample(self, logits, spec_decode_metadata):
+        greedy_ids, self._greedy_ids = self._greedy_ids, None
+        if greedy_ids is None:
+            return super()._sample(logits, spec_decode_metadata)
+        self.input_batch.update_async_output_token_ids()   # as vLLM's _sample does first
+        return sampling.greedy_output(greedy_ids)
 
     def _finish_launch(self) -> None:
         """Waits for the step launched ahead, if any: its program writes the
@@ -271,6 +294,7 @@ class TpuModelRunner(CPUModelRunner):
                 f"(got {sorted(model_kwargs) or 'intermediate tensors'})")
         to = (lambda x: None if x is None else x.to(self.tpu))
         self._finish_launch()
+        self._step_token_ids = None   # set by _run_step only
         if not self.kv_caches or input_ids is None:   # vLLM profiling; prompt embeddings
             if self.kv_caches:
                 self._write_zeros(to(self._fresh_block_ids(inputs_embeds.shape[0])))
@@ -309,7 +333,7 @@ class TpuModelRunner(CPUModelRunner):
             self._launched = self._step_logits = self._launcher.submit(self._launch, inputs)
             shape, dtype = hidden_type
             return torch.empty(shape, dtype=dtype)
-        hidden, self._step_logits = self._step(inputs)
+        hidden, self._step_logits, self._step_token_ids = self._step(inputs)
         self._hidden_types[signature] = (hidden.shape, hidden.dtype)
         return hidden
 
@@ -324,7 +348,8 @@ class TpuModelRunner(CPUModelRunner):
         self._write_zeros(zero_ids)
         hidden = self.model(input_ids=ids, positions=positions, intermediate_tensors=None,
                             inputs_embeds=None)
-        return [hidden, self._compute_logits(hidden.index_select(0, rows))]
+        logits = self._compute_logits(hidden.index_select(0, rows))
+        return [hidden, logits, sampling.greedy_token_ids(logits)]
 
     def _determine_batch_execution_and_padding(self, num_tokens, *args, **kwargs):
         mode, desc, should_ubatch, across_dp, stats = super()._determine_batch_execution_and_padding(
