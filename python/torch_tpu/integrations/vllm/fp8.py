@@ -56,7 +56,9 @@ def _real_rows(rows: int):
     return slots != 0
 
 
-class TpuPerTensorFP8Kernel(PerTensorTorchFP8ScaledMMLinearKernel):
+class _OnTpu:
+    """What vLLM's PyTorch kernels change on tpu: supported, and unpadded."""
+
     @classmethod
     def is_supported(cls, compute_capability=None):
         return True, None
@@ -64,6 +66,8 @@ class TpuPerTensorFP8Kernel(PerTensorTorchFP8ScaledMMLinearKernel):
     def get_output_padding(self):
         return None
 
+
+class TpuPerTensorFP8Kernel(_OnTpu, PerTensorTorchFP8ScaledMMLinearKernel):
     def apply_weights(self, layer, x, bias=None):
         if getattr(layer, "input_scale", None) is not None:   # static activation scales: vLLM's own path
             return super().apply_weights(layer, x, bias)
@@ -81,13 +85,8 @@ class TpuPerTensorFP8Kernel(PerTensorTorchFP8ScaledMMLinearKernel):
             bias=bias, output_shape=[*x.shape[:-1], layer.weight.shape[1]])
 
 
-class TpuChannelWiseFP8Kernel(ChannelWiseTorchFP8ScaledMMLinearKernel):
-    @classmethod
-    def is_supported(cls, compute_capability=None):
-        return True, None
-
-    def get_output_padding(self):
-        return None
+class TpuChannelWiseFP8Kernel(_OnTpu, ChannelWiseTorchFP8ScaledMMLinearKernel):
+    pass
 
 
 def _scaled_fp8_quant(original):
