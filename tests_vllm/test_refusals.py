@@ -92,6 +92,8 @@ def _config(model=None, cache=None, parallel=None, **optional):
     ({"model": {"model_impl": "transformers"}}, "model implementation 'transformers'"),
     ({"model": {"logits_processors": ["x.Y"]}}, "custom logits processors"),
     ({"model": {"enable_sleep_mode": True}}, "sleep mode"),
+    ({"additional_config": {"torch_tpu_device_sampling": False, "torch_tpu_device_sampler": False}},
+     "additional_config key 'torch_tpu_device_sampler' (known: torch_tpu_device_sampling)"),
     ({"cache": {"kv_offloading_size": 4.0}}, "KV cache offloading"),
     ({"parallel": {"data_parallel_size": 2}}, "data parallelism (data_parallel_size=2)"),
     ({"parallel": {"decode_context_parallel_size": 2}}, "context parallelism"),

@@ -152,6 +152,16 @@ def _tensor_parallel_features(vllm_config):
              "(tested: ngram)", spec is not None and spec.method != "ngram"))
 
 
+def _additional_config_features(vllm_config):
+    # additional_config is the platform's own table: a key it does not read
+    # (a misspelt option) would be ignored without a word.
+    from .sampling import OPTION
+    known = (OPTION,)
+    given = getattr(vllm_config, "additional_config", None) or {}
+    return tuple((f"additional_config key {key!r} (known: {', '.join(known)})", True)
+                 for key in sorted(given) if key not in known)
+
+
 def _speculative_features(spec):
     if spec is None:
         return ()
@@ -179,7 +189,8 @@ def _unreviewed(vllm_config):
 def _untested_features(vllm_config) -> list[str]:
     """The options reviewed here that `vllm_config` uses and no test covers."""
     found = [what for name, what in _ABSENT if getattr(vllm_config, name, None) is not None]
-    features = (_cache_features(vllm_config.cache_config)
+    features = (_additional_config_features(vllm_config)
+                + _cache_features(vllm_config.cache_config)
                 + _lora_features(vllm_config)
                 + _parallel_features(vllm_config.parallel_config)
                 + _speculative_features(vllm_config.speculative_config)
