@@ -9,8 +9,10 @@
 // not listed, so they wrap alike.
 #include "aten/scalar_fit.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
+#include <unordered_map>
 
 namespace torch_tpu::aten {
 
@@ -62,11 +64,19 @@ void check_fits(const c10::Scalar& s, at::ScalarType type) {
   }
 }
 
-std::string base_name(const c10::FunctionSchema& schema) {
-  std::string name = schema.name();
-  if (name.rfind("aten::", 0) == 0) name = name.substr(6);
-  if (!name.empty() && name.back() == '_') name.pop_back();
-  return name;
+// The op's rule, nullptr if none: looked up once per op (keyed by its
+// schema's address, which the dispatcher keeps), as every lowered op asks.
+const Rule* rule_of(const c10::FunctionSchema& schema) {
+  thread_local std::unordered_map<const c10::FunctionSchema*, const Rule*> known;
+  auto [it, fresh] = known.try_emplace(&schema, nullptr);
+  if (fresh) {
+    std::string name = schema.name();
+    if (name.rfind("aten::", 0) == 0) name = name.substr(6);
+    if (!name.empty() && name.back() == '_') name.pop_back();
+    auto rule = rules().find(name);
+    if (rule != rules().end()) it->second = &rule->second;
+  }
+  return it->second;
 }
 
 // The element type the CPU converts the Scalars to; Undefined: none (a
@@ -88,16 +98,15 @@ at::ScalarType target_type(const Rule& rule, const c10::FunctionSchema& schema,
 }  // namespace
 
 void check_scalars_fit(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& values) {
-  auto rule = rules().find(base_name(schema));
-  if (rule == rules().end()) return;
+  const Rule* rule = rule_of(schema);
+  if (rule == nullptr) return;
+  const at::ScalarType type = target_type(*rule, schema, values);
+  if (type == at::ScalarType::Undefined) return;
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size() && i < values.size(); ++i) {
-    if (!values[i].isScalar()) continue;
-    const auto& named = rule->second.scalars;
-    if (std::find(named.begin(), named.end(), args[i].name()) == named.end()) continue;
-    const c10::Scalar s = values[i].toScalar();
-    const at::ScalarType type = target_type(rule->second, schema, values);
-    if (type != at::ScalarType::Undefined) check_fits(s, type);
+    if (values[i].isScalar() &&
+        std::find(rule->scalars.begin(), rule->scalars.end(), args[i].name()) != rule->scalars.end())
+      check_fits(values[i].toScalar(), type);
   }
 }
 
