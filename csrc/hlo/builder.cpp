@@ -87,21 +87,6 @@ std::string float_literal(double v, ElementType t) {
   }
 }
 
-// Inclusive range of an integer type as long double so that u64 fits.
-std::pair<long double, long double> int_range(ElementType t) {
-  switch (t) {
-    case ElementType::Bool: return {0, 1};
-    case ElementType::U8: return {0, 255};
-    case ElementType::U16: return {0, 65535};
-    case ElementType::U32: return {0, 4294967295.0L};
-    case ElementType::U64: return {0, 18446744073709551615.0L};
-    case ElementType::I8: return {-128, 127};
-    case ElementType::I16: return {-32768, 32767};
-    case ElementType::I32: return {-2147483648.0L, 2147483647};
-    default: return {-9223372036854775808.0L, 9223372036854775807.0L};
-  }
-}
-
 void check_int_range(long double v, ElementType t) {
   auto [lo, hi] = int_range(t);
   if (!(v >= lo && v <= hi)) {
@@ -117,6 +102,20 @@ Value emit_constant(Builder& b, const std::string& lit, ElementType t) {
 }
 
 }  // namespace
+
+std::pair<long double, long double> int_range(ElementType t) {
+  switch (t) {
+    case ElementType::Bool: return {0, 1};
+    case ElementType::U8: return {0, 255};
+    case ElementType::U16: return {0, 65535};
+    case ElementType::U32: return {0, 4294967295.0L};
+    case ElementType::U64: return {0, 18446744073709551615.0L};
+    case ElementType::I8: return {-128, 127};
+    case ElementType::I16: return {-32768, 32767};
+    case ElementType::I32: return {-2147483648.0L, 2147483647};
+    default: return {-9223372036854775808.0L, 9223372036854775807.0L};
+  }
+}
 
 std::string literal(double v, ElementType t) {
   if (is_float(t)) return float_literal(v, t);

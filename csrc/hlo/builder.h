@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "hlo/types.h"
@@ -285,5 +286,9 @@ inline TensorType scalar_type(ElementType t) { return TensorType{t, {}}; }
 // Prints a number as the MLIR literal of element type t (hex for floats so
 // that inf, nan and every bit pattern survive).
 std::string literal(double v, ElementType t);
+
+// Inclusive range of an integer (or bool) type, as long double so that u64
+// fits; any other type gets int64's.
+std::pair<long double, long double> int_range(ElementType t);
 
 }  // namespace torch_tpu::hlo

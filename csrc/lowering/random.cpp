@@ -457,27 +457,25 @@ void check_from_to(int64_t from, int64_t to) {
 }
 
 // A bound of random_ must be a value of the element type, or the draws would
-// wrap into it: the CPU's check, with the type named as its message names
-// it. Other types hold every int64 (bf16 and f32 only round; the CPU warns).
+// wrap into it: the CPU's check, with the type named as its message (c10's
+// type name) names it. Other types hold every int64 (bf16 and f32 only
+// round; the CPU warns).
 void check_in_type(int64_t v, const char* what, E t) {
-  struct Range {
-    double lo, hi;
-    const char* name;
-  };
-  std::optional<Range> r;
+  const char* name = nullptr;
   switch (t) {
-    case E::Bool: r = Range{0, 1, "bool"}; break;
-    case E::I8: r = Range{-128, 127, "signed char"}; break;
-    case E::U8: r = Range{0, 255, "unsigned char"}; break;
-    case E::I16: r = Range{-32768, 32767, "short int"}; break;
-    case E::U16: r = Range{0, 65535, "short unsigned int"}; break;
-    case E::I32: r = Range{-2147483648.0, 2147483647.0, "int"}; break;
-    case E::U32: r = Range{0, 4294967295.0, "unsigned int"}; break;
-    case E::F16: r = Range{-65504, 65504, "c10::Half"}; break;
+    case E::Bool: name = "bool"; break;
+    case E::I8: name = "signed char"; break;
+    case E::U8: name = "unsigned char"; break;
+    case E::I16: name = "short int"; break;
+    case E::U16: name = "short unsigned int"; break;
+    case E::I32: name = "int"; break;
+    case E::U32: name = "unsigned int"; break;
+    case E::F16: name = "c10::Half"; break;
     default: return;
   }
-  const double x = static_cast<double>(v);
-  TPU_CHECK(x >= r->lo && x <= r->hi, ErrorKind::Runtime, what, " is out of bounds for ", r->name);
+  const auto [lo, hi] = t == E::F16 ? std::pair<long double, long double>{-65504, 65504} : hlo::int_range(t);
+  const long double x = v;
+  TPU_CHECK(x >= lo && x <= hi, ErrorKind::Runtime, what, " is out of bounds for ", name);
 }
 
 // random.from(self, from, to?, *, generator)
