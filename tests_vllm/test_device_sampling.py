@@ -19,7 +19,8 @@ def test_argmax_ties_take_the_lowest_index():
     wide = torch.randn(4, 1000)
     wide[:, [7, 900]] = 100.0
     for x in (logits, wide):
-        assert torch.equal(sampling.greedy_token_ids(x.to("tpu")).cpu(), x.argmax(dim=-1))
+        params = [p.to("tpu") for p in sampling.placeholder_inputs(x.shape[0], x.shape[1])]
+        assert torch.equal(sampling.token_ids(x.to("tpu"), *params).cpu(), x.argmax(dim=-1))
 
 
 def _run(folder, prompts, **spec):

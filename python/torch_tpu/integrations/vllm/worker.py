@@ -4,8 +4,9 @@ vLLM's CPU model runner prepares every step on the host (scheduling state,
 block tables, slot mappings, sampling metadata), as a TPU runner does; this
 runner keeps that and moves what is computed to `tpu`: the model's weights (vLLM
 builds the model on the platform's device), the KV cache, the forward pass and
-the logits. Sampling runs on the logits copied back to the host, through vLLM's
-own sampler (greedy, temperature, top-k/top-p, seeds, logprobs).
+the logits, and the sampling (greedy, temperature, top-k, top-p, min-p,
+seeds: sampling.py). A step that asks for more (logprobs, penalties...) is
+sampled on the logits copied back to the host, through vLLM's own sampler.
 
 A step's device work is one program whose shapes depend on the padded token
 count and the padded key length alone (buckets.py): the sampled rows are
@@ -151,7 +152,9 @@ class TpuModelRunner(CPUModelRunner):
         self._step_logits = None    # the logits the step's program computed (or their Future)
         self._step_token_ids = None  # their argmax, on tpu (sampling.py), unless launched ahead
         self._device_sampling = sampling.enabled(vllm_config)
-        self._greedy_ids = None     # the step's greedy tokens, on the host, for _sample
+        self._sampling_params = None  # this step's sampling inputs (host, sampling.py)
+        self._step_sampling = None  # the same on tpu, which _step_work reads
+        self._device_ids = None     # the step's tokens sampled on tpu, on the host, for _sample
         self.sampled_steps = {"device": 0, "host": 0}   # where steps were sampled (tests, benchmarks)
         self._step = CapturedFunction(self._step_work, "vLLM's step on tpu")
         # The step's program launched off the engine's thread (module
@@ -251,11 +254,11 @@ class TpuModelRunner(CPUModelRunner):
                 state = state._replace(hidden_states=hidden, sample_hidden_states=None)
             rows, self._sampled_rows = self._sampled_rows, None
             if (self._device_sampling and token_ids is not None and rows is not None
-                    and sampling.device_greedy(self.input_batch.sampling_metadata,
-                                               self.num_prompt_logprobs, grammar_output,
-                                               state.spec_decode_metadata)):
+                    and sampling.on_device(self.input_batch.sampling_metadata,
+                                           self.num_prompt_logprobs, grammar_output,
+                                           state.spec_decode_metadata)):
                 # Only the ids come to the host; _sample hands them to vLLM.
-                self._greedy_ids = token_ids.cpu()[:rows]   # no program per row count
+                self._device_ids = token_ids.cpu()[:rows]   # no program per row count
                 self.execute_model_state = state._replace(logits=None)
                 self.sampled_steps["device"] += 1
             else:
@@ -266,11 +269,11 @@ class TpuModelRunner(CPUModelRunner):
         return super().sample_tokens(grammar_output)
 
     def _sample(self, logits, spec_decode_metadata):
-        greedy_ids, self._greedy_ids = self._greedy_ids, None
-        if greedy_ids is None:
+        device_ids, self._device_ids = self._device_ids, None
+        if device_ids is None:
             return super()._sample(logits, spec_decode_metadata)
         self.input_batch.update_async_output_token_ids()   # as vLLM's _sample does first
-        return sampling.greedy_output(greedy_ids)
+        return sampling.output(device_ids)
 
     def _finish_launch(self) -> None:
         """Waits for the step launched ahead, if any: its program writes the
@@ -327,6 +330,9 @@ class TpuModelRunner(CPUModelRunner):
         inputs = ([t.to(self.tpu) for t in host]
                   + [getattr(m, name) for m in metas for name in METADATA_TENSORS] + list(caches)
                   + self._lora_inputs(t_pad))
+        params, self._sampling_params = self._sampling_params, None
+        self._step_sampling = [p.to(self.tpu) for p in params]
+        inputs += self._step_sampling
         signature = tuple((t.shape, t.dtype) for t in inputs)
         hidden_type = self._hidden_types.get(signature)
         if self._launch_ahead and hidden_type is not None:
@@ -349,7 +355,7 @@ class TpuModelRunner(CPUModelRunner):
         hidden = self.model(input_ids=ids, positions=positions, intermediate_tensors=None,
                             inputs_embeds=None)
         logits = self._compute_logits(hidden.index_select(0, rows))
-        return [hidden, logits, sampling.greedy_token_ids(logits)]
+        return [hidden, logits, sampling.token_ids(logits, *self._step_sampling)]
 
     def _determine_batch_execution_and_padding(self, num_tokens, *args, **kwargs):
         mode, desc, should_ubatch, across_dp, stats = super()._determine_batch_execution_and_padding(
@@ -393,6 +399,9 @@ class TpuModelRunner(CPUModelRunner):
         t_pad = token_bucket(scheduler_output.total_num_scheduled_tokens, self.max_num_tokens)
         self._sampled_rows = len(logits_indices)
         self._logits_indices = self._padded_logits_indices(logits_indices, t_pad)
+        self._sampling_params = sampling.step_inputs(
+            self.input_batch, self.requests, scheduler_output.num_scheduled_tokens,
+            self._max_sampled_rows(t_pad))
         return (self._logits_indices, spec_decode_metadata, *rest)
 
     def initialize_kv_cache_tensors(self, kv_cache_config, kernel_block_sizes,
@@ -493,6 +502,8 @@ class TpuModelRunner(CPUModelRunner):
         with torch_tpu.eager_mode("defer_and_fuse"):
             self._sampled_rows = None
             self._logits_indices = self._placeholder_logits_indices(t_pad)
+            self._sampling_params = sampling.placeholder_inputs(self._max_sampled_rows(t_pad),
+                                                                self.input_batch.vocab_size)
             with set_forward_context(attn, self.vllm_config, num_tokens=t_pad,
                                      slot_mapping=slot_mapping):
                 hidden = self._model_forward(input_ids=self.input_ids.gpu[:t_pad],
