@@ -8,6 +8,8 @@ an accelerator gives the bigger model), as
                   (forward, backward, AdamW(capturable=True) step)
   compile_tpu_composite   the same with TORCH_TPU_KERNELS=composite: XLA's dot for every
                   matmul instead of the GEMM platform kernel (before/after, side by side)
+  compile_tpu_unfused     compile_tpu with torch_tpu.dynamo.fuse_attention = False: the
+                  GPT's written-out attention kept as written instead of the SDPA kernel
   defer_and_fuse  eager on tpu, ops fused into deferred graphs
   strict          eager on tpu, one program per op
   cpu_eager       PyTorch eager on the CPU
@@ -52,10 +54,11 @@ import torch_tpu
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpt import GPT, SIZES, loss_fn, step_flops  # noqa: E402
 
-CONFIGS = ["compile_tpu", "compile_tpu_composite", "defer_and_fuse", "strict", "cpu_eager", "inductor_cpu",
-           "jax_jit_cpu"]
-MODE = {"compile_tpu": "strict", "compile_tpu_composite": "strict", "defer_and_fuse": "defer_and_fuse",
-        "strict": "strict"}
+CONFIGS = ["compile_tpu", "compile_tpu_composite", "compile_tpu_unfused", "defer_and_fuse", "strict", "cpu_eager",
+           "inductor_cpu", "jax_jit_cpu"]
+MODE = {"compile_tpu": "strict", "compile_tpu_composite": "strict", "compile_tpu_unfused": "strict",
+        "defer_and_fuse": "defer_and_fuse", "strict": "strict"}
+COMPILE_TPU = ("compile_tpu", "compile_tpu_unfused")
 # Configurations that are another one in an environment of their own.
 VARIANT = {"compile_tpu_composite": ("compile_tpu", {"TORCH_TPU_KERNELS": "composite"})}
 
@@ -76,7 +79,8 @@ def torch_train(config, args):
     device = "cpu" if config in ("cpu_eager", "inductor_cpu") else "tpu"
     m = model(args).to(device)
     idx, tgt = (t.to(device) for t in data(args))
-    if config == "compile_tpu":
+    torch_tpu.dynamo.fuse_attention = config != "compile_tpu_unfused"
+    if config in COMPILE_TPU:
         opt = torch.optim.AdamW(m.parameters(), lr=1e-4, capturable=True)
         compute_loss = torch.compile(loss_fn, backend="tpu")
         opt_step = torch.compile(opt.step, backend="tpu")
@@ -111,7 +115,8 @@ def torch_inference(config, args):
     device = "cpu" if config in ("cpu_eager", "inductor_cpu") else "tpu"
     m = model(args).to(device).eval()
     idx = data(args)[0].to(device)
-    if config == "compile_tpu":
+    torch_tpu.dynamo.fuse_attention = config != "compile_tpu_unfused"
+    if config in COMPILE_TPU:
         m = torch.compile(m, backend="tpu")
     elif config == "inductor_cpu":
         m = torch.compile(m)
@@ -296,8 +301,9 @@ def main():
         return
     fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4.2))
     axes = axes if len(results) > 1 else [axes]
-    colors = {"compile_tpu": "tab:green", "compile_tpu_composite": "tab:olive", "defer_and_fuse": "tab:orange",
-              "strict": "tab:blue", "cpu_eager": "gray", "inductor_cpu": "tab:purple", "jax_jit_cpu": "tab:red"}
+    colors = {"compile_tpu": "tab:green", "compile_tpu_composite": "tab:olive", "compile_tpu_unfused": "tab:cyan",
+              "defer_and_fuse": "tab:orange", "strict": "tab:blue", "cpu_eager": "gray", "inductor_cpu": "tab:purple",
+              "jax_jit_cpu": "tab:red"}
     for ax, (workload, row) in zip(axes, results.items()):
         names = list(row)
         bars = ax.bar(names, [row[n] for n in names], color=[colors.get(n, "black") for n in names])

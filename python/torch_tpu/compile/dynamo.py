@@ -41,18 +41,23 @@ import torch
 from .. import _C
 from ..dynamic import dynamic_dims, padding
 from ..eager import eager_mode, flush
-from . import grouped_mm
+from . import attention_fusion, grouped_mm
 from .capture import NotWholeBase, ReadsItsOwnValue, capture_program
 from .device_interface import TpuInterface  # noqa: F401  (torch_tpu.dynamo.TpuInterface)
 from .device_interface import register as _register_device_interface
 
-__all__ = ["TpuRecompileWarning", "TpuInterface", "backend", "compile_stats",
+__all__ = ["TpuRecompileWarning", "TpuInterface", "backend", "compile_stats", "fuse_attention",
            "recompile_warn_limit", "reset"]
 
 # Warn when Dynamo compiles the same frame more than this many times (Dynamo
 # itself gives up compiling a frame at torch._dynamo.config.recompile_limit,
 # 8 by default, and runs it eagerly from then on).
 recompile_warn_limit = 4
+
+# Rewrite written-out attention into scaled_dot_product_attention, so that
+# it runs the fused SDPA kernel (attention_fusion.py); False keeps graphs as
+# written (benchmarks/compile.py's compile_tpu_unfused compares the two).
+fuse_attention = True
 
 
 class TpuRecompileWarning(UserWarning):
@@ -164,13 +169,14 @@ def _analyze(gm: torch.fx.GraphModule):
 
 # ---------------------------------------------------------------- compiled graphs
 
-_stats = {"captures": 0, "graphs": 0, "eager_graphs": 0, "runs": 0}
+_stats = {"captures": 0, "graphs": 0, "eager_graphs": 0, "fused_attention": 0, "runs": 0}
 _lock = threading.Lock()
 
 
 def compile_stats() -> dict:
     """Counters of this process: graphs compiled by the backend, captures
-    (one per graph and input signature), graphs run eagerly, program runs."""
+    (one per graph and input signature), graphs run eagerly, written-out
+    attentions rewritten into SDPA, program runs."""
     return dict(_stats)
 
 
@@ -519,7 +525,14 @@ def _make_aot():
 def backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     """The `tpu` Dynamo backend (`torch.compile(model, backend="tpu")`)."""
     _note_compile()
-    return _make_aot()(gm, example_inputs, **kwargs)
+    aot = _make_aot()
+    compile_fn = functools.partial(aot, **kwargs)
+    if not fuse_attention:
+        return compile_fn(gm, example_inputs)
+    compiled, fused = attention_fusion.compile(gm, example_inputs, compile_fn)
+    with _lock:
+        _stats["fused_attention"] += fused
+    return compiled
 
 
 def reset() -> None:
