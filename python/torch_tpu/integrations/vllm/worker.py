@@ -60,7 +60,7 @@ from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environmen
 from vllm.v1.worker.utils import bind_kv_cache
 from vllm.v1.worker.worker_base import CompilationTimes
 
-from . import fp8, int8, lora, memory, moe, sampling
+from . import fp8, int8, lora, memory, moe, pipeline, sampling
 from .attention import METADATA_TENSORS, TpuPagedAttentionBackend, warmup_metadata
 from .buckets import query_layout, step_buckets, token_bucket
 
@@ -174,6 +174,7 @@ class TpuModelRunner(CPUModelRunner):
         where = {p.device.type for p in self.model.parameters()}
         if where != {"tpu"}:
             raise RuntimeError(f"vLLM on tpu: the model's weights were placed on {sorted(where)}")
+        self._stage = pipeline.Stage(self)   # what the step takes and hands on
         # As loaded, the merged weights (qkv, gate/up: vLLM writes their
         # shards through views) reached the step's program as byte buffers
         # that it reinterpreted every step (a copy of each weight per step,
@@ -291,10 +292,9 @@ class TpuModelRunner(CPUModelRunner):
 
     def _model_forward(self, input_ids=None, positions=None, intermediate_tensors=None,
                        inputs_embeds=None, **model_kwargs):
-        if intermediate_tensors is not None or model_kwargs:
+        if model_kwargs:
             raise NotImplementedError(
-                "vLLM on tpu: pipeline parallelism and multimodal inputs are not supported "
-                f"(got {sorted(model_kwargs) or 'intermediate tensors'})")
+                f"vLLM on tpu: multimodal inputs are not supported (got {sorted(model_kwargs)})")
         to = (lambda x: None if x is None else x.to(self.tpu))
         self._finish_launch()
         self._step_token_ids = None   # set by _run_step only
@@ -302,15 +302,18 @@ class TpuModelRunner(CPUModelRunner):
             if self.kv_caches:
                 self._write_zeros(to(self._fresh_block_ids(inputs_embeds.shape[0])))
             self._lora_inputs((input_ids if input_ids is not None else inputs_embeds).shape[0])
+            received = self._stage.received(self._stage.step_inputs(intermediate_tensors, self.tpu))
             return self.model(input_ids=to(input_ids), positions=to(positions),
-                              intermediate_tensors=None, inputs_embeds=to(inputs_embeds))
-        return self._run_step(input_ids, positions)
+                              intermediate_tensors=received, inputs_embeds=to(inputs_embeds))
+        return self._run_step(input_ids, positions, intermediate_tensors)
 
-    def _run_step(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def _run_step(self, input_ids: torch.Tensor, positions: torch.Tensor, received=None):
         """The step's device work as one captured program: the fresh blocks
         zeroed, the forward (cache writes and attention included) and the
         sampled rows' logits, which wait in `_step_logits` for
-        compute_logits. Returns the hidden states.
+        compute_logits. Returns the hidden states; a pipeline stage before
+        the last returns its IntermediateTensors instead, on the host
+        (pipeline.py), and computes no logits.
 
         What the program reads per step is its inputs; anything else the
         model's Python computes on the host is that of the bucket's first
@@ -327,12 +330,14 @@ class TpuModelRunner(CPUModelRunner):
         host = [input_ids, positions, self._fresh_block_ids(t_pad), indices]
         metas = {id(m): m for m in get_forward_context().attn_metadata.values()}.values()
         caches = {id(kv): kv for kv in self.kv_caches}.values()
-        inputs = ([t.to(self.tpu) for t in host]
+        inputs = ([t.to(self.tpu) for t in host] + self._stage.step_inputs(received, self.tpu)
                   + [getattr(m, name) for m in metas for name in METADATA_TENSORS] + list(caches)
                   + self._lora_inputs(t_pad))
         params, self._sampling_params = self._sampling_params, None
         self._step_sampling = [p.to(self.tpu) for p in params]
         inputs += self._step_sampling
+        if not self._stage.last:
+            return self._stage.to_host(self._step(inputs))
         signature = tuple((t.shape, t.dtype) for t in inputs)
         hidden_type = self._hidden_types.get(signature)
         if self._launch_ahead and hidden_type is not None:
@@ -347,13 +352,16 @@ class TpuModelRunner(CPUModelRunner):
     def _launch(self, inputs: list) -> list:
         return self._step(inputs)
 
-    def _step_work(self, ids, positions, zero_ids, rows, *metadata_and_caches):
+    def _step_work(self, ids, positions, zero_ids, rows, *received_metadata_and_caches):
         """What _run_step captures, once per bucket. The metadata and caches
         are read through vLLM's forward context and the layers; as inputs they
         are the same buffers."""
+        received = self._stage.received(received_metadata_and_caches[:len(self._stage.keys)])
         self._write_zeros(zero_ids)
-        hidden = self.model(input_ids=ids, positions=positions, intermediate_tensors=None,
+        hidden = self.model(input_ids=ids, positions=positions, intermediate_tensors=received,
                             inputs_embeds=None)
+        if not self._stage.last:
+            return self._stage.outputs(hidden)
         logits = self._compute_logits(hidden.index_select(0, rows))
         return [hidden, logits, sampling.token_ids(logits, *self._step_sampling)]
 
@@ -507,7 +515,10 @@ class TpuModelRunner(CPUModelRunner):
             with set_forward_context(attn, self.vllm_config, num_tokens=t_pad,
                                      slot_mapping=slot_mapping):
                 hidden = self._model_forward(input_ids=self.input_ids.gpu[:t_pad],
-                                             positions=self.positions[:t_pad])
+                                             positions=self.positions[:t_pad],
+                                             intermediate_tensors=self._stage.warmup_received(t_pad))
+            if not self._stage.last:
+                return   # no logits: its outputs are on the host already
             # vLLM gathers the sampled rows' hidden states too (kept for
             # speculative decoding): a program of its own, run when the step
             # leaves defer_and_fuse, so the warm-up keeps it alive till then.
