@@ -118,9 +118,26 @@ def _parallel_features(parallel):
          or parallel.prefill_context_parallel_size > 1),
         ("expert parallelism (enable_expert_parallel)", parallel.enable_expert_parallel),
         ("expert load balancing (enable_eplb)", parallel.enable_eplb),
-        (f"pipeline parallelism (pipeline_parallel_size={parallel.pipeline_parallel_size})",
-         parallel.pipeline_parallel_size > 1),
     )
+
+
+def _pipeline_parallel_features(vllm_config):
+    """Pipeline parallelism (pipeline.py) is tested alone, with unquantized
+    dense and MoE models (tests_vllm/test_parallel.py)."""
+    size = vllm_config.parallel_config.pipeline_parallel_size
+    if size == 1:
+        return ()
+    model = vllm_config.model_config
+    quantization = getattr(model, "quantization", None)
+    pp = f"pipeline parallelism (pipeline_parallel_size={size})"
+    return ((f"{pp} with tensor parallelism (tensor_parallel_size="
+             f"{vllm_config.parallel_config.tensor_parallel_size})",
+             vllm_config.parallel_config.tensor_parallel_size > 1),
+            (f"{pp} with quantization {quantization!r}", quantization is not None),
+            (f"{pp} with LoRA adapters", getattr(vllm_config, "lora_config", None) is not None),
+            (f"{pp} with speculative decoding", vllm_config.speculative_config is not None),
+            (f"{pp} with prompt embeddings (enable_prompt_embeds)",
+             model is not None and bool(getattr(model, "enable_prompt_embeds", False))))
 
 
 def _lora_features(vllm_config):
@@ -193,6 +210,7 @@ def _untested_features(vllm_config) -> list[str]:
                 + _cache_features(vllm_config.cache_config)
                 + _lora_features(vllm_config)
                 + _parallel_features(vllm_config.parallel_config)
+                + _pipeline_parallel_features(vllm_config)
                 + _speculative_features(vllm_config.speculative_config)
                 + _tensor_parallel_features(vllm_config))
     if vllm_config.model_config is not None:
