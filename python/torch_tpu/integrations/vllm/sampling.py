@@ -19,7 +19,7 @@ at the cut stay in), and draws from the rest with the Gumbel-max trick:
 argmax(logits + Gumbel noise) is a draw from their softmax.
 
 The noise is counter-based, one 64-bit key a row: SplitMix64's output for
-the key's stream at each token index, 24 bits of it a uniform in (0, 1).
+the key's stream at each token index, 23 bits of it a uniform in (0, 1).
 A request with a seed keys its row by (seed, the position of the token it
 samples), so its tokens depend on nothing else: not the batch around it,
 not its row, not whether an earlier step of the batch was sampled on the
@@ -138,12 +138,13 @@ def row_keys(ints: torch.Tensor) -> torch.Tensor:
 
 
 def uniform_noise(keys: torch.Tensor, vocab: int) -> torch.Tensor:
-    """A float32 uniform in (0, 1) per (row, token): the top 24 bits of
+    """A float32 uniform in (0, 1) per (row, token): the top 23 bits of
     SplitMix64's output at the token's index in the stream of the row's key,
-    centred in its interval so that neither 0 nor 1 occurs."""
+    centred in its interval so that neither 0 nor 1 occurs (k + 1/2 is exact
+    in float32's 24 bits)."""
     steps = torch.arange(1, vocab + 1, dtype=torch.int64, device=keys.device) * _GOLDEN
-    bits = _shift_right(_mix64(keys[:, None] + steps), 40)
-    return (bits.to(torch.float32) + 0.5) * (2.0 ** -24)
+    bits = _shift_right(_mix64(keys[:, None] + steps), 41)
+    return (bits.to(torch.float32) + 0.5) * (2.0 ** -23)
 
 
 def filtered_logits(logits: torch.Tensor, floats: torch.Tensor, ints: torch.Tensor) -> torch.Tensor:
