@@ -1,9 +1,12 @@
-"""Tensor parallelism on tpu: `tensor_parallel_size=2` over two worker
-processes (vLLM's multiprocessing executor), each with its own tpu device,
-gives the greedy tokens of `tensor_parallel_size=1`. Its collectives are
-inside the captured step (communicator.py), so each worker launches the
-programs one device launches, and serving after the warm-up compiles
-nothing. What it has not been tested with is refused at start."""
+"""Tensor and pipeline parallelism on tpu: `tensor_parallel_size=2` and
+`pipeline_parallel_size=2` over two worker processes (vLLM's multiprocessing
+executor), each with its own tpu device, give the greedy tokens of one
+device. Tensor parallelism's collectives are inside the captured step
+(communicator.py), so each worker launches the programs one device launches;
+each pipeline stage runs its layers as one captured program a step, the
+hidden states passed between stages through the host (pipeline.py). Serving
+after the warm-up compiles nothing. What they have not been tested with is
+refused at start."""
 import pytest
 
 import tiny_models
@@ -27,6 +30,26 @@ def check(folder, **llm):
     # single device did (no program per collective), only programs of the
     # warm-up, and wrote its KV cache in place.
     assert two["launched"] == 2 * one["launched"] > 0
+    assert two["cache_misses"] == 0 and one["cache_misses"] == 0
+    assert two["donated"] > 0
+    return one, two
+
+
+def check_pipeline(folder, **llm):
+    llm = {**SMALL, **llm}
+    prompts = tiny_models.prompts(5, 2, 40, VOCAB, seed=0)
+    # One device scheduling as the pipeline does: vLLM turns its async
+    # scheduling off with pipeline parallelism.
+    one = run_llm(folder, prompts, greedy(12), llm={**llm, "async_scheduling": False})
+    two = run_llm(folder, prompts, greedy(12), llm={**llm, "pipeline_parallel_size": 2})
+    assert two["tokens"] == one["tokens"]
+    assert all(len(t) == 12 for t in two["tokens"])
+    assert not two["async_scheduling"]
+    # Both stages' counters together: each stage launches one program a
+    # step (the last also gathers the sampled rows, as one device does), only
+    # programs of the warm-up, and writes its KV cache in place.
+    steps = sum(two["sampled_steps"].values())
+    assert two["launched"] == one["launched"] + steps > steps
     assert two["cache_misses"] == 0 and one["cache_misses"] == 0
     assert two["donated"] > 0
     return one, two
@@ -59,10 +82,34 @@ def test_tensor_parallel_ngram_drafts(models):
     assert two["spec_decode"] == one["spec_decode"]
 
 
+def test_pipeline_parallel_2_gives_hf_greedy(models):
+    # The CI slice: one engine, two stages of one layer each, against HF's
+    # greedy tokens on the CPU.
+    folder = models("llama")
+    prompts = tiny_models.prompts(5, 2, 40, VOCAB, seed=0)
+    got = run_llm(folder, prompts, greedy(12), llm={**SMALL, "pipeline_parallel_size": 2})
+    assert got["tokens"] == tiny_models.hf_greedy(folder, prompts, 12)
+    assert got["cache_misses"] == 0 and got["donated"] > 0
+
+
 @pytest.mark.slow
-def test_untested_layouts_are_refused_at_start(models):
+def test_pipeline_parallel_2_equals_1(models):
+    check_pipeline(models("llama"))
+
+
+@pytest.mark.slow
+def test_pipeline_parallel_mixture_of_experts(models):
+    check_pipeline(models("qwen3-moe"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("llm, message", [
+    ({"tensor_parallel_size": 2, "quantization": "int8_per_channel_weight_only", "dtype": "bfloat16"},
+     "tensor parallelism (tensor_parallel_size=2) with quantization 'int8_per_channel_weight_only'"),
+    ({"tensor_parallel_size": 2, "pipeline_parallel_size": 2},
+     "pipeline parallelism (pipeline_parallel_size=2) with tensor parallelism (tensor_parallel_size=2)"),
+])
+def test_untested_layouts_are_refused_at_start(models, llm, message):
     # The engine's own start (test_refusals.py checks each class on configs).
-    llm = {"tensor_parallel_size": 2, "quantization": "int8_per_channel_weight_only", "dtype": "bfloat16"}
     got = run_llm(models("llama"), [], {}, expect_error=True, llm=llm)
-    assert "tensor parallelism (tensor_parallel_size=2) with quantization 'int8_per_channel_weight_only'" \
-        in got["error"]
+    assert message in got["error"] and "\n" not in got["error"], got["error"]

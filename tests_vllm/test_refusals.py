@@ -23,7 +23,8 @@ def _refused(models, llm, arch="llama"):
     ({"quantization": "fp8_per_block", "dtype": "bfloat16"}, "does not support quantization 'fp8_per_block'"),
     ({"speculative_config": {"method": "ngram_gpu", "num_speculative_tokens": 2}},
      "speculative decoding method 'ngram_gpu'"),
-    ({"pipeline_parallel_size": 2}, "pipeline parallelism (pipeline_parallel_size=2)"),
+    ({"pipeline_parallel_size": 2, "enable_lora": True},
+     "pipeline parallelism (pipeline_parallel_size=2) with LoRA adapters"),
 ])
 def test_untested_options_fail_at_start(models, llm, message):
     error = _refused(models, llm)
@@ -98,7 +99,16 @@ def _config(model=None, cache=None, parallel=None, **optional):
     ({"parallel": {"data_parallel_size": 2}}, "data parallelism (data_parallel_size=2)"),
     ({"parallel": {"decode_context_parallel_size": 2}}, "context parallelism"),
     ({"parallel": {"enable_expert_parallel": True}}, "expert parallelism"),
-    ({"parallel": {"pipeline_parallel_size": 2}}, "pipeline parallelism (pipeline_parallel_size=2)"),
+    ({"parallel": {"pipeline_parallel_size": 2, "tensor_parallel_size": 2}},
+     "pipeline parallelism (pipeline_parallel_size=2) with tensor parallelism (tensor_parallel_size=2)"),
+    ({"parallel": {"pipeline_parallel_size": 2}, "model": {"quantization": "fp8"}},
+     "pipeline parallelism (pipeline_parallel_size=2) with quantization 'fp8'"),
+    ({"parallel": {"pipeline_parallel_size": 2}, "lora_config": type("L", (), {"fully_sharded_loras": False})()},
+     "pipeline parallelism (pipeline_parallel_size=2) with LoRA adapters"),
+    ({"parallel": {"pipeline_parallel_size": 2}, "speculative_config": type("S", (), {"method": "ngram"})()},
+     "pipeline parallelism (pipeline_parallel_size=2) with speculative decoding"),
+    ({"parallel": {"pipeline_parallel_size": 2}, "model": {"enable_prompt_embeds": True}},
+     "pipeline parallelism (pipeline_parallel_size=2) with prompt embeddings"),
     ({"parallel": {"tensor_parallel_size": 2}, "model": {"quantization": "fp8"}},
      "tensor parallelism (tensor_parallel_size=2) with quantization 'fp8'"),
     ({"parallel": {"tensor_parallel_size": 2}, "lora_config": type("L", (), {"fully_sharded_loras": False})()},
