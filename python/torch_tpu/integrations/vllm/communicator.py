@@ -9,6 +9,11 @@ custom calls recorded into the step like its other ops, each rank's program
 calling into a Gloo group of the ranks in place, rather than tpu_dist's
 collectives, which run between programs. What tensor parallelism of a dense
 model does not use is refused naming it.
+
+Pipeline parallelism needs nothing here: vLLM's pipeline group sends a
+stage's hidden states with torch.distributed itself, not through this class
+(`GroupCoordinator.isend_tensor_dict`; pipeline.py says how they travel), so
+`send` and `recv`, which only other uses of vLLM's group call, stay refused.
 """
 import torch
 from torch_tpu.program_collectives import ProgramCollectives
