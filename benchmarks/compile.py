@@ -34,6 +34,11 @@ off for JAX (the plugin's default already has it off):
 
 benchmarks/program_gap.py tells how much of the distance is the plugin's.
 
+`--attention 128,256,512` times instead the GPT's written-out causal attention alone
+(forward and backward, 8 x 4 heads of 64, compiled) rewritten into the SDPA kernel and
+as written, interleaved in one process, at each key length: the evidence for
+attention_fusion.MIN_KEYS.
+
     python3 benchmarks/compile.py [--sizes issue,small]   # needs `pip install jax jaxlib` for the JAX peer
 """
 import argparse
@@ -226,6 +231,36 @@ def worker(workload, size, config, warmup):
         reply({"t": timed_block(step, finish, config, int(line))[0]})
 
 
+def attention_sweep(lengths, rounds):
+    """Best ms of forward+backward of written-out causal attention, fused and as written."""
+    from torch_tpu.compile import attention_fusion
+
+    attention_fusion.MIN_KEYS = 0  # fused at every length timed
+    for n in lengths:
+        torch._dynamo.reset()
+        mask = torch.full((n, n), float("-inf")).triu(1).to("tpu")
+        steps = {}
+        for fuse in (True, False):
+            torch_tpu.dynamo.fuse_attention = fuse
+            f = torch.compile(lambda q, k, v: (q @ k.transpose(-2, -1) / 8.0 + mask).softmax(-1) @ v,
+                              backend="tpu")
+            q, k, v, up = (torch.randn(8, 4, n, 64, device="tpu", requires_grad=i < 3) for i in range(4))
+            steps[fuse] = (lambda f=f, q=q, k=k, v=v, up=up: f(q, k, v).backward(up))
+            steps[fuse]()
+        torch.tpu.synchronize()
+        reps = max(2, int(20 * (128 / n) ** 2))
+        best = {True: math.inf, False: math.inf}
+        for r in range(rounds):
+            for fuse in (True, False) if r % 2 == 0 else (False, True):
+                start = time.perf_counter()
+                for _ in range(reps):
+                    steps[fuse]()
+                torch.tpu.synchronize()
+                best[fuse] = min(best[fuse], (time.perf_counter() - start) / reps * 1e3)
+        print(f"keys {n}: fused {best[True]:.2f} ms, as written {best[False]:.2f} ms, "
+              f"fused / as written {best[True] / best[False]:.2f}x (best of {rounds} rounds)", flush=True)
+
+
 def main():
     if len(sys.argv) == 6 and sys.argv[1] == "--worker":
         return worker(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
@@ -237,7 +272,10 @@ def main():
     p.add_argument("--workloads", default="train_step,inference")
     p.add_argument("--configs", default=",".join(CONFIGS))
     p.add_argument("--out", default="benchmarks/results/compile")
+    p.add_argument("--attention", help="key lengths: time the written-out attention alone, fused and not")
     args = p.parse_args()
+    if args.attention:
+        return attention_sweep([int(n) for n in args.attention.split(",")], args.rounds)
     configs = args.configs.split(",")
 
     results, compile_seconds, losses, gflops = {}, {}, {}, {}

@@ -4,7 +4,9 @@ backward run the fused SDPA kernel: each form it matches gives the CPU's
 output and gradients; graphs that only look like attention (a mask that is
 not causal, a softmax over another dim, a score read elsewhere, a mask that
 learns) keep their ops; a causal mask changed after compiling runs the graph
-as written; TORCH_TPU_KERNELS=composite keeps every graph as written."""
+as written; TORCH_TPU_KERNELS=composite keeps every graph as written. The
+rewrite's size class (attention_fusion.MIN_KEYS keys) is lowered to 0 here so
+that small shapes exercise it, except where the size class itself is tested."""
 import math
 
 import pytest
@@ -14,8 +16,15 @@ import torch.nn.functional as F
 
 import torch_tpu
 from torch_tpu import dynamo as tpu_dynamo
+from torch_tpu.compile import attention_fusion
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+
+
+@pytest.fixture(autouse=True)
+def every_size_fused(monkeypatch, request):
+    if "size_class" not in request.node.name:
+        monkeypatch.setattr(attention_fusion, "MIN_KEYS", 0)
 
 B, H, L, E = 2, 3, 20, 8
 
@@ -173,6 +182,19 @@ def test_a_mask_changed_after_compiling_runs_the_graph_as_written():
         torch.testing.assert_close(a.cpu(), b, rtol=rtol, atol=atol)
 
 
+def test_size_class_keeps_short_sequences_written_out():
+    fused = []
+    for n in (attention_fusion.MIN_KEYS - 1, attention_fusion.MIN_KEYS):
+        torch._dynamo.reset()
+        tpu_dynamo.reset()
+        mask = torch.full((n, n), float("-inf")).triu(1).to("tpu")
+        q, k, v = (torch.randn(1, 2, n, 8, device="tpu") for _ in range(3))
+        f = torch.compile(lambda q, k, v: (q @ k.transpose(-2, -1) + mask).softmax(-1) @ v, backend="tpu")
+        f(q, k, v)
+        fused.append(tpu_dynamo.compile_stats()["fused_attention"])
+    assert fused == [0, 1]
+
+
 def test_turned_off_keeps_the_graph(monkeypatch):
     monkeypatch.setattr(tpu_dynamo, "fuse_attention", False)
     assert check_against_cpu("div_add_buffer") == 0
@@ -180,6 +202,7 @@ def test_turned_off_keeps_the_graph(monkeypatch):
 
 PROGRAMS = """
 import math, torch, torch_tpu
+torch_tpu.compile.attention_fusion.MIN_KEYS = 0
 q, k, v = (torch.randn(2, 3, 20, 8, device="tpu", requires_grad=True) for _ in range(3))
 mask = torch.full((20, 20), float("-inf")).triu(1).to("tpu")
 f = torch.compile(lambda q, k, v: (q @ k.transpose(-2, -1) / math.sqrt(8) + mask).softmax(-1) @ v, backend="tpu")

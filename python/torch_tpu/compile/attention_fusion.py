@@ -18,7 +18,8 @@ probability that the model reads elsewhere keeps the chain written out):
     p = s.softmax(-1)                   the method, torch.softmax, F.softmax; no dtype change
     out = p @ v
 
-q, k and v of one float dtype and rank (>= 3), with equal batch and head dims.
+q, k and v of one float dtype and rank (>= 3), with equal batch and head dims,
+and at least MIN_KEYS keys (below, the written-out graph is as fast).
 Dropout between the softmax and the product is not matched (the kernel draws
 its own mask, so the values would differ from the written-out graph's draw).
 
@@ -55,6 +56,13 @@ _MASKED_FILL = ((torch.masked_fill,), ("masked_fill",))
 _SOFTMAX = ((torch.softmax, F.softmax), ("softmax",))
 _FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 _MAX_READS = 8  # of mask values by one graph
+# Keys per query row from which the rewrite is made: below, the written-out
+# graph (its products on the GEMM kernel, its softmax fused by XLA) beats the
+# SDPA kernel's tiles or ties with them. `python3 benchmarks/compile.py
+# --attention 128,256,512` (causal forward and backward, 32 heads of 64; load
+# 10-18, 2026-12-06) gave the fused form 0.97-2.01x the written-out form's
+# time at 128 keys (four runs), 0.64-1.08x at 256, 0.75x at 512.
+MIN_KEYS = 256
 
 
 def _is(node, kinds) -> bool:
@@ -151,7 +159,8 @@ def _transposed_key(kt):
 
 
 def _fits(q, k, v) -> bool:
-    """q [..., L, E], k [..., S, E], v [..., S, Ev]: one float dtype, tpu, same leading dims, static sizes."""
+    """q [..., L, E], k [..., S, E], v [..., S, Ev]: one float dtype, tpu, same leading dims, static
+    sizes, S >= MIN_KEYS."""
     vals = [_val(x) for x in (q, k, v)]
     if not all(isinstance(t, torch.Tensor) for t in vals):
         return False
@@ -165,7 +174,7 @@ def _fits(q, k, v) -> bool:
     if any(not isinstance(d, int) for t in vals for d in t.shape):
         return False
     return (qv.shape[:-2] == kv.shape[:-2] == vv.shape[:-2] and qv.shape[-1] == kv.shape[-1]
-            and kv.shape[-2] == vv.shape[-2])
+            and kv.shape[-2] == vv.shape[-2] and kv.shape[-2] >= MIN_KEYS)
 
 
 def match(out) -> Match | None:
