@@ -27,6 +27,9 @@ Semantics (docs/compile.md has them at length):
 - A graph that takes or computes CPU tensors (e.g. a non-`capturable`
   optimizer's step counters) runs op by op in eager mode: a capture replays
   only device work, so CPU work would happen once instead of every call.
+- Written-out attention (softmax(q @ k^T * c + causal mask) @ v) is rewritten
+  into scaled_dot_product_attention first, so that it runs the fused SDPA
+  kernel (attention_fusion.py says when).
 - A function recompiled more than `recompile_warn_limit` times warns
   (`TpuRecompileWarning`) with the guard that failed.
 """
