@@ -58,11 +58,24 @@ OPS = {
     "cat_self": lambda x: torch.cat([x, x.exp()], 0),
     "last_row": lambda x: x[-1:] * 2,
     "last_rows_box": lambda x: x[-3:, 2:5].clone(),
-    # No rule: read exact (one program per size), still right.
     "cumsum_over": lambda x: x.cumsum(0),
-    "mean_over": lambda x: x.mean(0),
+    "mean_across": lambda x: x.mean(1, keepdim=True),
     "transpose_view": lambda x: x.t().contiguous(),
+    "split_transpose_view": lambda x: (x.view(-1, 2, 4).transpose(0, 1) * 2).sum(2),
+    "rotate_half": lambda x: torch.cat((-x[:, 4:], x[:, :4]), 1),
+    "to_double": lambda x: x.double() * 3,
+    "to_long": lambda x: (x * 4).long(),
+    "mm_cols": lambda x: torch.linspace(-1, 1, 24, device=x.device).reshape(3, 8) @ x.t(),
+    "mm_contract": lambda x: x.t() @ x.exp(),
+    "bmm_rows": lambda x: torch.bmm(x.view(-1, 2, 4).transpose(0, 1),
+                                    torch.linspace(-1, 1, 24, device=x.device).reshape(2, 4, 3)),
+    "bmm_contract": lambda x: torch.bmm(x.view(-1, 2, 4).permute(1, 2, 0), x.view(-1, 2, 4).transpose(0, 1)),
+    "embedding": lambda x: torch.nn.functional.embedding(
+        (x * 10).long().abs() % 5, torch.linspace(-1, 1, 15, device=x.device).reshape(5, 3)),
+    # No rule: read exact (one program per size), still right.
+    "mean_over": lambda x: x.mean(0),
     "flatten_view": lambda x: x.view(-1) + 1,
+    "cumsum_across": lambda x: x.cumsum(1),
 }
 
 
@@ -83,6 +96,12 @@ def test_results_of_ruled_ops_stay_padded(eager):
     assert padding(t @ torch.randn(8, 3, device="tpu")) == (0, 20, 32)
     assert padding(torch.cat([t, t], 0)) == (0, 40, 64)
     assert padding(t.sum(0)) is None
+    # Views that walk the padded dimension whole read the padded buffer.
+    assert padding(t.view(20, 2, 4).transpose(0, 1) * 1) == (1, 20, 32)
+    assert padding(t.t().contiguous()) == (1, 20, 32)
+    assert padding(t[:, 2:6].exp()) == (0, 20, 32)
+    assert padding(t.double()) == (0, 20, 32)
+    assert padding(t.t() @ t) is None  # the padded contraction sums to a static result
 
 
 def test_size_loop_compiles_one_program_per_op_and_bucket():
@@ -181,6 +200,21 @@ def test_attention_with_padded_keys_matches_cpu(eager):
         k, v = torch.randn(1, 4, n, 16), torch.randn(1, 4, n, 16)
         out = torch.nn.functional.scaled_dot_product_attention(q.to("tpu"), dyn(k, 2), dyn(v, 2))
         close(out, torch.nn.functional.scaled_dot_product_attention(q, k, v))
+
+
+@every_mode
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_with_padded_queries_matches_cpu(eager, causal):
+    """Prefill: queries, keys and values padded alike along the sequence
+    (causal: no valid query reaches a padded key), and queries padded alone."""
+    for n in (9, 17, 30):
+        q, k, v = (torch.randn(1, 4, n, 16, generator=torch.Generator().manual_seed(n + i)) for i in range(3))
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        out = sdpa(dyn(q, 2), dyn(k, 2), dyn(v, 2), is_causal=causal)
+        assert padding(out) == (2, n, torch_tpu.dynamic.padding(dyn(q, 2))[2])
+        close(out, sdpa(q, k, v, is_causal=causal))
+        if not causal:
+            close(sdpa(dyn(q, 2), k.to("tpu"), v.to("tpu")), sdpa(q, k, v))
 
 
 def test_compile_reads_padded_inputs_exact():

@@ -4,12 +4,17 @@
 // non_blocking=True from pinned memory returns before the bytes are read;
 // every other copy to the device has read its source when it returns, and
 // device -> host copies wait for the data.
+#include <Python.h>
+
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/_local_scalar_dense_native.h>
 
+#include "aten/origin.h"
 #include "aten/pinned_memory.h"
 #include "aten/tensor_bridge.h"
+#include "runtime/auto_dynamic.h"
 #include "runtime/device_copy.h"
+#include "runtime/dynamic_dims.h"
 #include "runtime/host_transfer.h"
 #include "runtime/runtime.h"
 
@@ -65,6 +70,45 @@ bool upload_pinned_async(const at::Tensor& dst, const at::Tensor& src) {
   return true;
 }
 
+// The dimensions torch._dynamo.mark_static (or torch_tpu.dynamic.mark_static)
+// set on the host tensor, as bits.
+uint64_t static_dims(const at::Tensor& src) {
+  PyObject* obj = src.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj();
+  if (!obj || !Py_IsInitialized()) return 0;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  uint64_t bits = 0;
+  if (PyObject* dims = PyObject_GetAttrString(obj, "_dynamo_static_indices")) {
+    if (PyObject* it = PyObject_GetIter(dims)) {
+      while (PyObject* d = PyIter_Next(it)) {
+        long v = PyLong_AsLong(d);
+        if (v >= 0 && v < 64) bits |= uint64_t{1} << v;
+        Py_DECREF(d);
+      }
+      Py_DECREF(it);
+    }
+    Py_DECREF(dims);
+  }
+  PyErr_Clear();
+  PyGILState_Release(gil);
+  return bits;
+}
+
+// A fresh tensor filled from the host whose place made a dimension dynamic
+// (runtime/auto_dynamic.h) gets a padded buffer straight away.
+bool upload_auto_padded(const at::Tensor& dst, const at::Tensor& src, const at::Tensor& host,
+                        const hlo::TensorType& type) {
+  runtime::Storage* s = storage_of(dst);
+  if (s->nbytes != type.nbytes() || !runtime::is_identity(geometry_of(dst), type)) return false;
+  // Copies made inside torch (Module.to's parameters) or torch_tpu are
+  // never guessed at: only user code's.
+  auto place = python_caller();
+  if (!place) return false;
+  auto dim = runtime::auto_dynamic_dim(*place, type, s->device);
+  if (!dim || (static_dims(src) >> *dim & 1)) return false;
+  s->base = runtime::upload_padded(host.data_ptr(), type, *dim, s->device);
+  return true;
+}
+
 void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src) {
   // Convert and broadcast on the host, upload once, then write the view.
   at::Tensor host =
@@ -73,6 +117,7 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src) {
     runtime::Storage* s = storage_of(dst);
     hlo::TensorType type{to_hlo(dst.scalar_type()), {dst.sizes().begin(), dst.sizes().end()}};
     runtime::check_writable(geometry_of(dst), "copy_");
+    if (upload_auto_padded(dst, src, host, type)) return;
     runtime::Storage staging(type.nbytes(), s->device);
     staging.base = runtime::upload(host.data_ptr(), type, s->device);
     runtime::copy_into(input_of(dst), {&staging, runtime::whole_view(type)});

@@ -91,4 +91,17 @@ std::shared_ptr<const std::string> python_origin() {
   return result;
 }
 
+std::shared_ptr<const std::string> python_caller() {
+  if (!Py_IsInitialized()) return nullptr;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  std::shared_ptr<const std::string> result;
+  if (PyFrameObject* frame = PyEval_GetFrame()) {  // borrowed
+    PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
+    if (!is_internal(code)) result = place_of(frame, code);
+    Py_DECREF(code);
+  }
+  PyGILState_Release(gil);
+  return result;
+}
+
 }  // namespace torch_tpu::aten

@@ -18,6 +18,7 @@
 #include "aten/tolerance.h"
 #include "common/warning.h"
 #include "lowering/registry.h"
+#include "runtime/auto_dynamic.h"
 #include "runtime/counters.h"
 #include "runtime/device_copy.h"
 #include "runtime/device_memory.h"
@@ -174,6 +175,13 @@ PYBIND11_MODULE(_C, m) {
         });
       },
       "A copy of the tpu tensor padded along `dim` (runtime/dynamic_dims.h)");
+  m.def("_auto_dynamic", &runtime::auto_dynamic_enabled,
+        "Whether varying dimensions of copies to tpu become dynamic (runtime/auto_dynamic.h)");
+  m.def("_set_auto_dynamic", &runtime::set_auto_dynamic);
+  m.def(
+      "_unpad", [](const at::Tensor& t) { aten::translate_errors([&] { runtime::unpad(*aten::storage_of(t)); }); },
+      "Makes the tensor's storage exact (runtime/dynamic_dims.h)");
+  m.def("_reset_auto_dynamic", &runtime::reset_auto_dynamic, "Test hook: forget every copy's place");
   m.def(
       "_padding",
       [](const at::Tensor& t) -> py::object {

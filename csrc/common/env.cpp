@@ -77,6 +77,7 @@ bool flag(const char* name, bool fallback = false) {
 const Env& env() {
   static const Env e = [] {
     Env r;
+    r.auto_dynamic = flag("TORCH_TPU_AUTO_DYNAMIC", true);
     r.cache_dir = get("TORCH_TPU_CACHE_DIR");
     if (r.cache_dir.empty()) r.cache_dir = default_cache_dir();
     r.cache_max_bytes = number("TORCH_TPU_CACHE_MAX_BYTES", int64_t{2} << 30);
@@ -134,6 +135,9 @@ std::vector<EnvVarDoc> env_table() {
   const DeviceEnv& d = device_env();
   auto b = [](bool v) { return std::string(v ? "1" : "0"); };
   return {
+      {"TORCH_TPU_AUTO_DYNAMIC",
+       "0: a dimension whose size varies where tensors are copied to tpu is not padded unless marked",
+       b(e.auto_dynamic)},
       {"TORCH_TPU_CACHE_DIR", "folder of the persistent executable cache (default ~/.cache/torch_tpu)",
        e.cache_dir},
       {"TORCH_TPU_CACHE_MAX_BYTES", "size bound of the persistent cache; oldest entries are evicted",

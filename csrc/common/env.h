@@ -11,6 +11,7 @@
 namespace torch_tpu {
 
 struct Env {
+  bool auto_dynamic = true;         // TORCH_TPU_AUTO_DYNAMIC=0: no dimension becomes dynamic unmarked
   std::string cache_dir;            // TORCH_TPU_CACHE_DIR: persistent executable cache
   int64_t cache_max_bytes = 0;      // TORCH_TPU_CACHE_MAX_BYTES: its size bound
   bool check_indices = true;        // TORCH_TPU_CHECK_INDICES=0: strict/defer_and_fuse stop checking indices on the device

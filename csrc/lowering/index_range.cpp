@@ -51,6 +51,11 @@ std::vector<hlo::Value> index_out_of_range(Context& ctx, const Args& a) {
     hlo::Value ignored = b.compare(idx, b.full(static_cast<double>(r[2]), t, idx.shape()), hlo::Compare::EQ);
     idx = b.select(ignored, b.full(static_cast<double>(r[0]), t, idx.shape()), idx);
   }
+  if (a.size() > 3) {  // an index padded along a[3] to a bucket, a[4] entries valid
+    hlo::Value at = b.iota(hlo::TensorType{hlo::ElementType::I64, idx.shape()}, a[3].as_int());
+    hlo::Value size = b.broadcast_in_dim(ctx.number(a[4], hlo::ElementType::I64), idx.shape(), {});
+    idx = b.select(b.compare(at, size, hlo::Compare::LT), idx, b.full(static_cast<double>(r[0]), idx.dtype(), idx.shape()));
+  }
   hlo::Value bad = any_out_of_range(b, idx, r[0], r[1]);
   const hlo::ElementType i32 = hlo::ElementType::I32;
   hlo::Value zero = b.constant_int(0, i32), one = b.constant_int(1, i32);

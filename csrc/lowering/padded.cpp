@@ -16,7 +16,7 @@ using E = hlo::ElementType;
 
 namespace {
 
-enum class Kind { Attention, Cat, Identity, Mm, Pointwise, Reduce, Softmax };
+enum class Kind { Attention, Bmm, Cat, Convert, Gather, Identity, Mm, Pointwise, Reduce, ReduceOther, Softmax };
 
 struct Rule {
   Kind kind;
@@ -34,17 +34,24 @@ const std::map<std::string, Rule>& rules() {
       {"aten::add.Scalar", {Kind::Pointwise}},
       {"aten::add.Tensor", {Kind::Pointwise}},
       {"aten::addmm", {Kind::Mm}},
+      {"aten::all", {Kind::Reduce, Fill::True}},
       {"aten::all.dim", {Kind::Reduce, Fill::True}},
       {"aten::amax", {Kind::Reduce, Fill::Lowest}},
       {"aten::amin", {Kind::Reduce, Fill::Highest}},
+      {"aten::any", {Kind::Reduce, Fill::False}},
       {"aten::any.dim", {Kind::Reduce, Fill::False}},
       {"aten::bitwise_and.Tensor", {Kind::Pointwise}},
       {"aten::bitwise_not", {Kind::Pointwise}},
       {"aten::bitwise_or.Tensor", {Kind::Pointwise}},
+      {"aten::bmm", {Kind::Bmm}},
       {"aten::cat", {Kind::Cat}},
       {"aten::clone", {Kind::Pointwise}},
       {"aten::cos", {Kind::Pointwise}},
+      // A running sum along the padded dimension reads no later entry, so the
+      // padding at the end never reaches a valid one.
+      {"aten::cumsum", {Kind::Pointwise}},
       {"aten::div.Tensor", {Kind::Pointwise}},
+      {"aten::embedding", {Kind::Gather}},  // XLA clamps the padding's indices
       {"aten::eq.Scalar", {Kind::Pointwise}},
       {"aten::eq.Tensor", {Kind::Pointwise}},
       {"aten::exp", {Kind::Pointwise}},
@@ -58,6 +65,7 @@ const std::map<std::string, Rule>& rules() {
       {"aten::lt.Scalar", {Kind::Pointwise}},
       {"aten::masked_fill.Scalar", {Kind::Pointwise}},
       {"aten::maximum", {Kind::Pointwise}},
+      {"aten::mean.dim", {Kind::ReduceOther}},
       {"aten::minimum", {Kind::Pointwise}},
       {"aten::mm", {Kind::Mm}},
       {"aten::mul.Scalar", {Kind::Pointwise}},
@@ -77,6 +85,7 @@ const std::map<std::string, Rule>& rules() {
       {"aten::tanh", {Kind::Pointwise}},
       {"aten::where.self", {Kind::Pointwise}},
       {"tpu::contiguous", {Kind::Identity}},
+      {"tpu::convert", {Kind::Convert}},
   };
   return table;
 }
@@ -122,10 +131,20 @@ bool only_first_padded(const Slots& slots) {
 std::optional<Fills> plan_reduce(const Rule& rule, const Args& args, const Slots& slots) {
   if (!only_first_padded(slots)) return std::nullopt;
   Fills fills(slots.size(), Fill::None);
-  auto dims = reduction_dims(args.at(1), rank_of(slots[0]));
-  if (std::find(dims.begin(), dims.end(), slots[0].dim) != dims.end()) fills[0] = rule.fill;
+  Arg all;  // None: aten::all / aten::any / aten::any reduce every dimension
+  auto dims = reduction_dims(args.size() > 1 ? args[1] : all, rank_of(slots[0]));
+  bool over_padded = std::find(dims.begin(), dims.end(), slots[0].dim) != dims.end();
+  if (over_padded && rule.kind == Kind::ReduceOther) return std::nullopt;
+  if (over_padded) fills[0] = rule.fill;
   return fills;
 }
+
+// The indices may be padded; the table is not.
+std::optional<Fills> plan_gather(const Slots& slots) {
+  if (slots.size() != 2 || slots[0].dim >= 0 || slots[1].dim < 0) return std::nullopt;
+  return Fills(slots.size(), Fill::None);
+}
+
 
 std::optional<Fills> plan_softmax(const Rule& rule, const Args& args, const Slots& slots) {
   if (!only_first_padded(slots)) return std::nullopt;
@@ -134,19 +153,45 @@ std::optional<Fills> plan_softmax(const Rule& rule, const Args& args, const Slot
   return fills;
 }
 
-// Rows of the left matrix may be padded (and, for addmm, a bias padded
-// alike or broadcast over them); a padded contraction is not taken.
+// A product's padded dimensions: rows of the left matrix, columns of the
+// right one and (bmm) the batch pass through; a contraction padded on both
+// sides alike is summed with zeros in both paddings (garbage times zero can
+// be NaN). `lhs` is the left matrix's slot, `batch` how many batch dims.
+std::optional<Fills> plan_product(const Slots& slots, size_t lhs, int batch) {
+  if (slots.size() < lhs + 2) return std::nullopt;
+  const PaddedSlot &a = slots[lhs], &b = slots[lhs + 1];
+  Fills fills(slots.size(), Fill::None);
+  const int rows = batch, inner = batch + 1, cols = batch + 1;
+  if (a.dim == inner || b.dim == batch) {  // the contraction
+    if (a.dim != inner || b.dim != batch || a.size != b.size || a.shape[inner] != b.shape[batch])
+      return std::nullopt;
+    fills[lhs] = fills[lhs + 1] = Fill::Zero;
+    return fills;
+  }
+  if (batch > 0 && (a.dim == 0 || b.dim == 0)) {  // the batch: padded alike on both sides
+    if (a.dim != 0 || b.dim != 0 || a.size != b.size || a.shape[0] != b.shape[0]) return std::nullopt;
+    return fills;
+  }
+  if (a.dim >= 0 && b.dim >= 0) return std::nullopt;  // rows and columns at once: two dims
+  if (a.dim >= 0 && a.dim != rows) return std::nullopt;
+  if (b.dim >= 0 && b.dim != cols) return std::nullopt;
+  return fills;
+}
+
+// addmm's bias must be padded as the result is, or broadcast over it.
 std::optional<Fills> plan_mm(const std::string& name, const Slots& slots) {
   size_t lhs = name == "aten::addmm" ? 1 : 0;
-  if (slots.size() < lhs + 2 || slots[lhs].dim != 0 || slots[lhs + 1].dim >= 0) return std::nullopt;
-  if (lhs == 1) {
-    const PaddedSlot& bias = slots[0];
-    bool broadcast = bias.dim < 0 && (rank_of(bias) < 2 || bias.shape[0] == 1);
-    bool alike = bias.dim == 0 && rank_of(bias) == 2 && bias.size == slots[1].size &&
-                 bias.shape[0] == slots[1].shape[0];
-    if (!broadcast && !alike) return std::nullopt;
-  }
-  return Fills(slots.size(), Fill::None);
+  auto fills = plan_product(slots, lhs, 0);
+  if (!fills || lhs == 0) return fills;
+  const PaddedSlot &bias = slots[0], &a = slots[1], &b = slots[2];
+  int out_dim = a.dim == 0 ? 0 : b.dim == 1 ? 1 : -1;
+  if (out_dim < 0) return bias.dim < 0 ? fills : std::nullopt;
+  const PaddedSlot& by = out_dim == 0 ? a : b;
+  int64_t at = out_dim - (2 - rank_of(bias));  // the bias dimension on the padded one
+  bool broadcast = bias.dim < 0 && (at < 0 || bias.shape[at] == 1);
+  bool alike = bias.dim == at && bias.size == by.size && bias.shape[at] == by.shape[out_dim];
+  if (!broadcast && !alike) return std::nullopt;
+  return fills;
 }
 
 std::optional<Fills> plan_cat(const Args& args, const Slots& slots) {
@@ -159,18 +204,37 @@ std::optional<Fills> plan_cat(const Args& args, const Slots& slots) {
   }
   if (rank < 0) return std::nullopt;
   int64_t dim = wrap_dim(args.at(1).as_int(), rank);
+  // Along another dimension, every part must be padded alike (rotary's
+  // halves): the result is padded there too.
+  const PaddedSlot* other = nullptr;
   for (const auto& s : slots)
-    if (s.dim >= 0 && s.dim != dim) return std::nullopt;
+    if (s.dim >= 0 && s.dim != dim) other = &s;
+  for (const auto& s : slots) {
+    if (!other) {
+      if (s.dim >= 0 && s.dim != dim) return std::nullopt;
+    } else if (!(rank_of(s) == 1 && s.shape[0] == 0 && s.dim < 0) &&
+               (s.dim != other->dim || s.size != other->size || s.shape[s.dim] != other->shape[other->dim])) {
+      return std::nullopt;
+    }
+  }
   return Fills(slots.size(), Fill::None);
 }
 
-// Keys and values padded along the sequence; the query and any mask not.
+// Keys and values padded along the sequence (their padded positions are
+// masked), queries padded along theirs (their rows are garbage nobody reads),
+// or both. A causal mask needs queries and keys padded alike: then no valid
+// query reaches a padded key. A mask of the caller's is not taken.
 std::optional<Fills> plan_attention(const Args& args, const Slots& slots) {
-  if (slots.size() < 3 || args.at(5).as_bool()) return std::nullopt;  // is_causal
+  if (slots.size() < 3) return std::nullopt;
   const PaddedSlot &q = slots[0], &k = slots[1], &v = slots[2];
   int64_t r = rank_of(q);
-  if (q.dim >= 0 || r < 2 || k.dim != r - 2 || v.dim != r - 2 || k.size != v.size ||
-      k.shape[k.dim] != v.shape[v.dim])
+  if (r < 2 || (q.dim >= 0 && q.dim != r - 2)) return std::nullopt;
+  if (k.dim >= 0 || v.dim >= 0) {
+    if (k.dim != r - 2 || v.dim != r - 2 || k.size != v.size || k.shape[k.dim] != v.shape[v.dim])
+      return std::nullopt;
+  }
+  if (args.at(5).as_bool() &&  // is_causal
+      (q.dim < 0 || k.dim < 0 || q.size != k.size || q.shape[q.dim] != k.shape[k.dim]))
     return std::nullopt;
   for (size_t i = 3; i < slots.size(); ++i)
     if (slots[i].present) return std::nullopt;
@@ -293,10 +357,14 @@ std::vector<Value> lower_padded(Context& ctx, const Args& all) {
                  b.broadcast_in_dim(fill_value(b, (*fills)[s], v.dtype()), v.shape(), {}));
   }
   std::vector<Value> out;
+  // The runtime's own copies (runtime/copies.cpp) are not in the registry.
   if (rule.kind == Kind::Identity) {
     out = {args[0].tensor};
+  } else if (rule.kind == Kind::Convert) {
+    out = {cast(b, args[0].tensor, args[1].dtype)};
   } else {
-    if (rule.kind == Kind::Attention) {
+    // Causal attention's valid queries never reach a padded key: no mask.
+    if (rule.kind == Kind::Attention && slots[1].dim >= 0 && !args[5].as_bool()) {
       const PaddedSlot& key = slots[1];
       Shape mask{1, key.shape[key.dim]};
       args[3].kind = Arg::Kind::Tensor;
@@ -305,7 +373,8 @@ std::vector<Value> lower_padded(Context& ctx, const Args& all) {
     const Lowering* inner = find_lowering(name);
     TPU_CHECK(inner, ErrorKind::Runtime, "padded: no lowering ", name);
     out = inner->fn(ctx, args);
-    if (rule.kind == Kind::Cat && outs.size() >= 2 && outs[0] >= 0)
+    if (rule.kind == Kind::Cat && outs.size() >= 2 && outs[0] >= 0 &&
+        outs[0] == wrap_dim(args[1].as_int(), out[0].rank()))
       out[0] = padded_cat(ctx, args, sizes, out[0], outs[1]);
   }
   for (size_t j = 0; j < out.size() && 2 * j + 1 < outs.size(); ++j)
@@ -338,12 +407,16 @@ std::optional<std::vector<Fill>> plan_padded(const std::string& name, const Args
   switch (rule.kind) {
     case Kind::Attention: return plan_attention(args, slots);
     case Kind::Cat: return plan_cat(args, slots);
+    case Kind::Convert:
     case Kind::Identity:
     case Kind::Pointwise:
       if (!aligned(slots)) return std::nullopt;
       return Fills(slots.size(), Fill::None);
+    case Kind::Bmm: return plan_product(slots, 0, 1);
+    case Kind::Gather: return plan_gather(slots);
     case Kind::Mm: return plan_mm(name, slots);
-    case Kind::Reduce: return plan_reduce(rule, args, slots);
+    case Kind::Reduce:
+    case Kind::ReduceOther: return plan_reduce(rule, args, slots);
     case Kind::Softmax: return plan_softmax(rule, args, slots);
   }
   return std::nullopt;
@@ -351,6 +424,11 @@ std::optional<std::vector<Fill>> plan_padded(const std::string& name, const Args
 
 const Lowering& padded_lowering() {
   static const Lowering l{"tpu::padded", &lower_padded};
+  return l;
+}
+
+const Lowering& padded_static_lowering() {
+  static const Lowering l{"tpu::padded", &lower_padded, true, false, false, true};
   return l;
 }
 

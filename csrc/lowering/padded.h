@@ -45,6 +45,8 @@ bool has_padded_rule(const std::string& name);
 // IntList (dim, bound) per output (-1, 0: leave as the op gives it) and
 // NumberList of the true sizes of the padded slots.
 const Lowering& padded_lowering();
+// The same around an op whose Numbers are static: the sizes stay fed.
+const Lowering& padded_static_lowering();
 // Exact tensor of a padded one: args Tensor, Int dim, Int size.
 const Lowering& unpad_lowering();
 // A box of a padded tensor at a runtime offset: args Tensor, IntList sizes,

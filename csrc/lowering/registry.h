@@ -26,7 +26,15 @@ struct Lowering {
   // fused optimizers take lr, betas and momentum as floats, and a learning
   // rate scheduler changes them every step.
   bool float_params = false;
+  // With static_numbers, the last argument is fed all the same: the padded
+  // wrapper's true sizes (lowering/padded.h) around an op with static numbers.
+  bool fed_last = false;
 };
+
+// Whether argument `arg` of `nargs` is baked into the program.
+inline bool static_arg(const Lowering& l, size_t arg, size_t nargs) {
+  return l.static_numbers && !(l.fed_last && arg + 1 == nargs);
+}
 
 enum LoweringFlags : int { kStaticNumbers = 1, kImplicitGenerator = 2, kFloatParams = 4 };
 

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "common/key_text.h"
+#include "lowering/common.h"
 #include "runtime/device_memory.h"
 #include "runtime/executor_internal.h"
 
@@ -35,6 +36,15 @@ std::vector<hlo::Value> conj_neg(lowering::Context& ctx, const lowering::Args& a
   return {x};
 }
 const lowering::Lowering kConjNeg{"tpu::conj_neg", &conj_neg, false};
+
+// A whole-storage copy that changes the dtype, as an op of its own: a padded
+// source then stays padded (lowering/padded.cpp), where a write through the
+// destination would read it exact.
+std::vector<hlo::Value> convert(lowering::Context& ctx, const lowering::Args& args) {
+  return {lowering::cast(ctx.b, args[0].as_tensor(), args[1].dtype)};
+}
+
+const lowering::Lowering kConvert{"tpu::convert", &convert, false};
 
 }  // namespace
 
@@ -84,9 +94,23 @@ std::shared_ptr<DeviceBuffer> read_contiguous(const TensorInput& input) {
 
 void copy_into(const TensorInput& dst, const TensorInput& src, int transform) {
   check_writable(dst.view, "copy_");
-  if (transform == 0 && covers_storage(dst.view, dst.storage->nbytes) &&
-      src.view.sizes == dst.view.sizes && src.view.dtype == dst.view.dtype) {
+  const bool whole = transform == 0 && covers_storage(dst.view, dst.storage->nbytes) &&
+                     src.view.sizes == dst.view.sizes;
+  if (whole && src.view.dtype == dst.view.dtype) {
     dst.storage->base = read_contiguous(src);
+    return;
+  }
+  if (whole && src.storage->base->padded()) {
+    OpCall call;
+    call.lowering = &kConvert;
+    call.args.resize(2);
+    call.args[0].kind = Arg::Kind::Tensor;
+    call.args[1].kind = Arg::Kind::DType;
+    call.args[1].index = 1;
+    call.args[1].dtype = dst.view.dtype;
+    call.inputs = {{src}, {}};
+    call.device = dst.storage->device;
+    dst.storage->base = run_op(call)[0];
     return;
   }
   OpCall call;

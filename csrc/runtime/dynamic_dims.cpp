@@ -3,10 +3,13 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "common/error.h"
 #include "lowering/padded.h"
+#include "runtime/counters.h"
 #include "runtime/eager_mode.h"
+#include "runtime/padded_view.h"
 
 namespace torch_tpu::runtime {
 
@@ -34,6 +37,13 @@ std::vector<TensorInput*> slots_of(OpCall& call) {
 bool reads_padded(const TensorInput* in) {
   return in && !in->padded && in->storage->base->padded() &&
          in->storage->base->state() != DeviceBuffer::State::Error;
+}
+
+// A padded input's view as a view of the padded buffer, when it is one.
+std::optional<PaddedView> mapped(const TensorInput* in) {
+  const auto& base = in->storage->base;
+  const int dim = base->padding().dim;
+  return padded_view(in->view, base->logical_type(), dim, base->type().shape[dim]);
 }
 
 Arg make_arg(Arg::Kind kind, size_t index) {
@@ -288,8 +298,9 @@ Inputs describe_inputs(const std::vector<TensorInput*>& slots, OpCall& logical) 
     ps.present = slots[s] != nullptr;
     if (reads_padded(slots[s])) {
       const auto& base = slots[s]->storage->base;
-      ps.shape = base->type().shape;
-      ps.dim = base->padding().dim;
+      PaddedView pv = *mapped(slots[s]);
+      ps.shape = pv.view.sizes;
+      ps.dim = pv.dim;
       ps.size = base->padding().size;
       r.sizes.push_back(ps.size);
       auto fake = std::make_unique<Storage>(slots[s]->storage->nbytes, logical.device);
@@ -311,12 +322,13 @@ OpCall wrap(const OpCall& call, const std::vector<TensorInput*>& slots, const In
   OpCall wrapped = call;
   std::vector<TensorInput*> wrapped_slots = slots_of(wrapped);
   for (size_t s = 0; s < slots.size(); ++s)
-    if (in.dims[s] >= 0) *wrapped_slots[s] = physical(slots[s]->storage);
+    if (in.dims[s] >= 0) *wrapped_slots[s] = TensorInput{slots[s]->storage, mapped(slots[s])->view, true};
   size_t k = wrapped.args.size();
   Arg inner = make_arg(Arg::Kind::String, k), dims = make_arg(Arg::Kind::IntList, k + 1);
   inner.s = call.lowering->name;
   dims.ints = in.dims;
-  wrapped.lowering = &lowering::padded_lowering();
+  wrapped.lowering = call.lowering->static_numbers ? &lowering::padded_static_lowering()
+                                                   : &lowering::padded_lowering();
   wrapped.args.push_back(inner);
   wrapped.args.push_back(dims);
   wrapped.args.push_back(make_arg(Arg::Kind::IntList, k + 2));
@@ -377,6 +389,8 @@ std::optional<Wrapped> wrap_padded(OpCall call, std::optional<int64_t> grow_dim)
 // size). Each is the program those sizes will launch, built by the same
 // path; a size never reached costs one compile, nothing else.
 void compile_next_buckets(const OpCall& call, const std::vector<TensorInput*>& slots) {
+  for (auto* in : slots)  // stand-ins are whole tensors: views of them would not match
+    if (reads_padded(in) && !is_identity(in->view, in->storage->base->logical_type())) return;
   auto near = near_bucket_end(call, slots);
   if (!near) return;
   const int64_t room = near->first;
@@ -399,6 +413,29 @@ void compile_next_buckets(const OpCall& call, const std::vector<TensorInput*>& s
   }
 }
 
+std::vector<int64_t> sizes_of(const Arg& numbers) {
+  std::vector<int64_t> sizes;
+  for (const auto& n : numbers.numbers) sizes.push_back(n.i);
+  return sizes;
+}
+
+// Counts a program saved (torch_tpu.metrics()'s `programs_saved_by_padding`)
+// each time a padded op runs at true sizes its program has not met before:
+// without padding, those sizes would have compiled a program of their own.
+void count_saved(const OpCall& wrapped, const std::vector<int64_t>& sizes) {
+  std::string key = wrapped.lowering->name;
+  for (const Arg& a : wrapped.args) key += a.kind == Arg::Kind::String ? a.s : "";
+  for (const auto& ins : wrapped.inputs)
+    for (const auto& in : ins)
+      if (in) in->view.append_key(key);
+  static std::mutex mu;
+  static auto& seen = *new std::map<std::string, std::set<std::vector<int64_t>>>;  // used during exit
+  std::lock_guard<std::mutex> lock(mu);
+  if (seen.size() > 4096) seen.clear();  // bounded: a key per op signature and bucket
+  auto& sizes_seen = seen[key];
+  if (sizes_seen.insert(sizes).second && sizes_seen.size() > 1) count("programs_saved_by_padding");
+}
+
 }  // namespace
 
 std::optional<std::vector<std::shared_ptr<DeviceBuffer>>> run_padded(
@@ -413,21 +450,19 @@ std::optional<std::vector<std::shared_ptr<DeviceBuffer>>> run_padded(
   if (!any && !growing) return std::nullopt;
   std::vector<TensorInput*> slots = slots_of(call);
   const std::string& name = call.lowering->name;
-  bool ruled = lowering::has_padded_rule(name) && !call.lowering->static_numbers;
-  auto whole_tensor = [](const TensorInput* in) {
-    return is_identity(in->view, in->storage->base->logical_type());
-  };
+  bool ruled = lowering::has_padded_rule(name);
   for (auto* in : slots) {
     if (!reads_padded(in)) continue;
-    if (ruled && whole_tensor(in)) continue;
+    if (ruled && mapped(in)) continue;
     read_box(*in, staged);  // else read exact (by record)
   }
   if (!ruled || !call.destinations.empty()) return std::nullopt;
   for (auto* in : slots)
-    if (reads_padded(in) && !whole_tensor(in)) return std::nullopt;
+    if (reads_padded(in) && !mapped(in)) return std::nullopt;
 
   auto w = wrap_padded(call, growing ? std::optional<int64_t>(call.args[1].i) : std::nullopt);
   if (!w) return std::nullopt;
+  count_saved(w->call, sizes_of(w->call.args.back()));
   std::vector<std::shared_ptr<DeviceBuffer>> results = run_op(w->call);
   for (size_t j = 0; j < results.size(); ++j)
     if (results[j] && w->spec[2 * j] >= 0)
@@ -439,14 +474,17 @@ std::optional<std::vector<std::shared_ptr<DeviceBuffer>>> run_padded(
 std::shared_ptr<DeviceBuffer> pad_dimension(const TensorInput& src, int dim) {
   unpad(*src.storage);
   std::shared_ptr<DeviceBuffer> exact = read_contiguous(src);
-  TensorType logical = exact->type();
+  std::vector<char> host(static_cast<size_t>(exact->type().nbytes()));
+  exact->to_host(host.data());
+  return upload_padded(host.data(), exact->type(), dim, src.storage->device);
+}
+
+std::shared_ptr<DeviceBuffer> upload_padded(const void* data, const TensorType& logical, int dim, int device) {
   TensorType padded = logical;
   padded.shape[dim] = bucket_of(logical.shape[dim]);
-  std::vector<char> host(static_cast<size_t>(logical.nbytes()));
-  exact->to_host(host.data());
   std::vector<char> out(static_cast<size_t>(padded.nbytes()), 0);
-  copy_rows(host.data(), logical.shape[dim], out.data(), padded.shape[dim], logical, dim);
-  auto buffer = upload(out.data(), padded, src.storage->device);
+  copy_rows(data, logical.shape[dim], out.data(), padded.shape[dim], logical, dim);
+  auto buffer = upload(out.data(), padded, device);
   buffer->set_padding(dim, logical.shape[dim]);
   return buffer;
 }

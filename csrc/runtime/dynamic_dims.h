@@ -51,5 +51,7 @@ void copy_rows(const void* from, int64_t from_extent, void* to, int64_t to_exten
 // The tensor `src` as a new buffer padded along `dim` to the bucket of its
 // size (through the host: no program is compiled for a new size).
 std::shared_ptr<DeviceBuffer> pad_dimension(const TensorInput& src, int dim);
+// Host data of `type` uploaded as a buffer padded along `dim`.
+std::shared_ptr<DeviceBuffer> upload_padded(const void* data, const hlo::TensorType& type, int dim, int device);
 
 }  // namespace torch_tpu::runtime

@@ -62,7 +62,8 @@ class NodeContext : public lowering::Context {
     TPU_CHECK(a.kind == Arg::Kind::Number, ErrorKind::Type, "argument ", a.index,
               " is not a number");
     // A static value shapes the program (its value is in the signature).
-    if (node_.lowering->static_numbers || constant_numbers_)
+    if (lowering::static_arg(*node_.lowering, static_cast<size_t>(a.index), node_.args.size()) ||
+        constant_numbers_)
       return lowering::number_constant(b, a.number, t);
     numbers_.push_back({index_, a.index, t, false, a.element});
     return b.parameter(hlo::scalar_type(t));
@@ -98,7 +99,8 @@ std::vector<Value> build_node(hlo::Builder& b, const Node& node, int index, cons
   lowering::Args args = node.args;
   for (size_t i = 0; i < args.size(); ++i) {
     Arg& a = args[i];
-    a.fed = (a.kind == Arg::Kind::Number || a.kind == Arg::Kind::NumberList) && !node.lowering->static_numbers;
+    a.fed = (a.kind == Arg::Kind::Number || a.kind == Arg::Kind::NumberList) &&
+            !lowering::static_arg(*node.lowering, i, args.size());
     const auto& ins = node.inputs[i];
     if (a.kind == Arg::Kind::Tensor) {
       a.tensor = read_view(b, base_value(ins[0]->base), ins[0]->view);

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "lowering/index_range.h"
 #include "runtime/executor_internal.h"
+#include "runtime/padded_view.h"
 
 namespace torch_tpu::runtime {
 
@@ -236,6 +237,27 @@ void remember(Chain& c, const TensorInput& index, const std::array<int64_t, 4>& 
   c.checked[slot] = {index.storage->base, index.storage->base.get(), index.view, range, number};
 }
 
+// A padded index (runtime/dynamic_dims.h) is checked whole, its padding
+// read as the range's first value, so one program serves its bucket. Not
+// when the range is empty: then that value would be out of range too.
+void read_padded(OpCall& call, const std::array<int64_t, 4>& range) {
+  TensorInput& index = *call.inputs[0][0];
+  const auto& base = index.storage->base;
+  if (index.padded || !base->padded() || range[0] >= range[1]) return;
+  const int dim = base->padding().dim;
+  auto pv = padded_view(index.view, base->logical_type(), dim, base->type().shape[dim]);
+  if (!pv) return;
+  index = TensorInput{index.storage, pv->view, true};
+  call.args.resize(5);
+  call.inputs.resize(5);
+  call.args[3].kind = lowering::Arg::Kind::Int;
+  call.args[3].index = 3;
+  call.args[3].i = pv->dim;
+  call.args[4].kind = lowering::Arg::Kind::Number;
+  call.args[4].index = 4;
+  call.args[4].number.i = base->padding().size;
+}
+
 // The check's node: the index, its range and the state of the check before
 // it (the chain's start state of 0, for its first).
 OpCall check_call(const TensorInput& index, const std::array<int64_t, 4>& range, int device, Storage& state,
@@ -254,6 +276,7 @@ OpCall check_call(const TensorInput& index, const std::array<int64_t, 4>& range,
   call.args[2].kind = lowering::Arg::Kind::Tensor;
   call.args[2].index = 2;
   call.inputs[2].emplace_back(TensorInput{&state, whole_view(kStateType), false});
+  read_padded(call, range);
   return call;
 }
 

@@ -48,7 +48,7 @@ void prepare(OpCall& call, Prepared& p) {
   };
   node.inputs.resize(call.args.size());
   for (size_t i = 0; i < call.args.size(); ++i) {
-    append_arg(sig, call.args[i], lowering->static_numbers);
+    append_arg(sig, call.args[i], lowering::static_arg(*lowering, i, call.args.size()));
     auto& ins = call.inputs[i];
     auto& node_ins = node.inputs[i];
     node_ins.reserve(ins.size());

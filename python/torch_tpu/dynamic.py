@@ -60,3 +60,39 @@ def dynamic_dims(tensor: torch.Tensor, dims, bound=None) -> torch.Tensor:
 def padding(tensor: torch.Tensor):
     """(dim, size, bound) when the tensor's buffer is padded, else None."""
     return _C._padding(tensor)
+
+
+def config(*, automatic=None):
+    """Automatic dynamic dimensions (on by default; TORCH_TPU_AUTO_DYNAMIC=0
+    turns them off at start): where tensors are copied to tpu, a dimension
+    whose size varies from one copy to the next at the same Python line is
+    padded to its bucket from then on, as `dynamic_dims` does. Returns the
+    setting in force (before the change, when one is given)."""
+    before = {"automatic": bool(_C._auto_dynamic())}
+    if automatic is not None:
+        if not isinstance(automatic, bool):
+            raise TypeError(f"config: automatic is a bool, got {type(automatic).__name__}")
+        _C._set_auto_dynamic(automatic)
+    return before
+
+
+def mark_static(tensor: torch.Tensor, dim: int) -> torch.Tensor:
+    """Keeps dimension `dim` static. On a host tensor, its copies to tpu are
+    never padded along `dim` (the mark of torch._dynamo.mark_static, which
+    works the same); on a tpu tensor, returns it with an exact buffer along
+    `dim` if it was padded there."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"mark_static expects a tensor, got {type(tensor).__name__}")
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"mark_static: a dimension is an int, got {type(dim).__name__}")
+    if not -tensor.dim() <= dim < max(tensor.dim(), 1):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-tensor.dim()}, "
+                         f"{tensor.dim() - 1}], but got {dim})")
+    dim %= max(tensor.dim(), 1)
+    if tensor.device.type == "tpu":
+        pad = padding(tensor)
+        if pad and pad[0] == dim:
+            _C._unpad(tensor)
+        return tensor
+    torch._dynamo.mark_static(tensor, dim)
+    return tensor

@@ -59,7 +59,9 @@ def metrics() -> dict:
     compilations and their time (wall seconds during which any compile ran:
     compiles run side by side), of them the programs strict mode started
     ahead for a growing tensor's next size bucket (docs/dynamic_shapes.md),
-    persistent-cache hits, flushes by reason, bytes moved to the device."""
+    persistent-cache hits, flushes by reason, bytes moved to the device,
+    dimensions made dynamic automatically and programs that padding saved
+    (a padded op run at sizes its program had not met)."""
     raw = dict(_C._counters())
     flushes = {k[len("flush."):]: v for k, v in raw.items() if k.startswith("flush.")}
     return {
@@ -76,6 +78,8 @@ def metrics() -> dict:
         "donated_buffers": raw.get("donated_buffers", 0),
         "bytes_to_device": raw.get("bytes_to_device", 0),
         "bytes_to_host": raw.get("bytes_to_host", 0),
+        "dims_made_dynamic": raw.get("dims_made_dynamic", 0),
+        "programs_saved_by_padding": raw.get("programs_saved_by_padding", 0),
         "flush_reasons": flushes,
     }
 
@@ -85,7 +89,7 @@ def metrics_report() -> str:
     lines = [f"torch_tpu metrics (eager mode: {m['eager_mode']})"]
     for key in ("ops_recorded", "graphs_launched", "graph_outputs", "cache_hits", "cache_misses",
                 "graphs_compiled", "disk_cache_hits", "donated_buffers", "bytes_to_device",
-                "bytes_to_host"):
+                "bytes_to_host", "dims_made_dynamic", "programs_saved_by_padding"):
         lines.append(f"  {key:<18} {m[key]}")
     lines.append(f"  {'compile_seconds':<18} {m['compile_seconds']:.3f}")
     if m["flush_reasons"]:
