@@ -358,7 +358,7 @@ class MaskGuard:
         return self.plain(*args)
 
 
-def compile(gm, example_inputs, compile_fn):
+def rewrite_and_compile(gm, example_inputs, compile_fn):
     """(compile_fn(gm, example_inputs) on `gm` with its written-out attentions
     rewritten, how many were). Those without a mask always are; those with
     masks when every mask is causal in `example_inputs`, behind a MaskGuard."""

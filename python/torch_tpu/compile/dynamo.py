@@ -532,7 +532,7 @@ def backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     compile_fn = functools.partial(aot, **kwargs)
     if not fuse_attention:
         return compile_fn(gm, example_inputs)
-    compiled, fused = attention_fusion.compile(gm, example_inputs, compile_fn)
+    compiled, fused = attention_fusion.rewrite_and_compile(gm, example_inputs, compile_fn)
     with _lock:
         _stats["fused_attention"] += fused
     return compiled
