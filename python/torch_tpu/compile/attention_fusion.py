@@ -16,12 +16,14 @@ probability that the model reads elsewhere keeps the chain written out):
     s = s * c  |  s / c  |  c * s       c a Python number (no scale: 1)
     s = s + mask  |  s.masked_fill(cond, -inf)    or no mask
     p = s.softmax(-1)                   the method, torch.softmax, F.softmax; no dtype change
-    out = p @ v
+    p = p.to(p.dtype); p = F.dropout(p, p=0.0 or training=False)    optional, as Hugging Face's
+    out = p @ v                                                       eager attention writes them
 
 q, k and v of one float dtype and rank (>= 3), with equal batch and head dims,
 and at least MIN_KEYS keys (below, the written-out graph is as fast).
-Dropout between the softmax and the product is not matched (the kernel draws
-its own mask, so the values would differ from the written-out graph's draw).
+Active dropout between the softmax and the product is not matched (the
+kernel draws its own mask, so the values would differ from the written-out
+graph's draw).
 
 A mask is rewritten only when it is causal (query i sees keys 0..i), into
 `is_causal=True`: then every row sees a key and the fused softmax equals the
@@ -108,6 +110,23 @@ def _softmax_input(p):
     return s if dtype in (None, val.dtype) else None
 
 
+def _identity_input(node):
+    """x when `node` returns x unchanged: x.to(its own dtype), or dropout
+    with p = 0 or training=False (Hugging Face's eager attention in eval)."""
+    if not isinstance(node, torch.fx.Node) or not node.args:
+        return None
+    x, val = node.args[0], _val(node.args[0])
+    if not isinstance(val, torch.Tensor):
+        return None
+    if node.op == "call_method" and node.target == "to" and not node.kwargs and len(node.args) == 2:
+        return x if node.args[1] == val.dtype else None
+    if node.op == "call_function" and node.target is F.dropout and len(node.args) == 1:
+        p, training = node.kwargs.get("p", 0.5), node.kwargs.get("training", True)
+        inplace = node.kwargs.get("inplace", False)
+        return x if (p == 0 or training is False) and not inplace else None
+    return None
+
+
 def _split_mask(s, chain):
     """(scores before the mask, mask node, kind) or None for a form not matched."""
     if _is(s, _ADD) and len(s.args) == 2 and not s.kwargs:
@@ -184,7 +203,13 @@ def match(out) -> Match | None:
     p, v = out.args
     if not _only_user(p, out):
         return None
-    chain = [out, p]
+    chain = [out]
+    while _identity_input(p) is not None:  # Hugging Face's .to(dtype) and inactive dropout
+        chain.append(p)
+        p = _identity_input(p)
+        if not _only_user(p, chain[-1]):
+            return None
+    chain.append(p)
     s = _softmax_input(p)
     if s is None or not _only_user(s, p):
         return None
