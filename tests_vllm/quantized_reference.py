@@ -70,6 +70,44 @@ class W8A8Int8Linear(nn.Module):
         return y.to(x.dtype).reshape(*x.shape[:-1], -1)
 
 
+def int8_per_channel(w: torch.Tensor):
+    """(int8 values, float32 scales) of weights [..., out, in], symmetric, a
+    scale per output channel: max|row| / 127, rounded in the weights' dtype."""
+    scale = w.abs().amax(dim=-1) / 127
+    return (w / scale[..., None]).round().clamp(-127, 127).to(torch.int8), scale.float()
+
+
+class Int8WeightOnlyExperts(nn.Module):
+    """HF's fused experts (gate_up_proj [E, 2I, H], down_proj [E, H, I]) with
+    int8 weights, a scale per output channel; each token's picked experts run
+    on the dequantized weights in float32, the activations unquantized."""
+
+    def __init__(self, experts: nn.Module):
+        super().__init__()
+        self.act_fn = experts.act_fn
+        self.gate_up = int8_per_channel(experts.gate_up_proj.detach())
+        self.down = int8_per_channel(experts.down_proj.detach())
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        (gu_q, gu_s), (d_q, d_s) = self.gate_up, self.down
+        out = torch.zeros(hidden_states.shape, dtype=torch.float32)
+        for token, (experts, weights) in enumerate(zip(top_k_index.tolist(), top_k_weights.float())):
+            x = hidden_states[token].float()
+            for e, weight in zip(experts, weights):
+                gate, up = ((gu_q[e].float() * gu_s[e][:, None]) @ x).chunk(2)
+                out[token] += weight * ((d_q[e].float() * d_s[e][:, None]) @ (self.act_fn(gate) * up))
+        return out.to(hidden_states.dtype)
+
+
+def load_int8_moe(folder: str, dtype=torch.float16, attention: str = "sdpa") -> nn.Module:
+    """HF's MoE model of `folder` in `dtype`, its experts' weights int8 per
+    output channel (vLLM's int8_per_channel_weight_only: the experts only)."""
+    model = load(folder, None, dtype, attention)
+    for layer in model.model.layers:
+        layer.mlp.experts = Int8WeightOnlyExperts(layer.mlp.experts)
+    return model
+
+
 def quantize_decoder(model: nn.Module, method: str) -> nn.Module:
     """`model`'s decoder linear layers (not the embeddings or the LM head,
     which vLLM's online methods leave unquantized) replaced by Fp8Linear."""

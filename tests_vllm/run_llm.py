@@ -6,7 +6,9 @@ prompts (lists of token ids), sampling (SamplingParams kwargs), and optionally
 "waves": submit the prompts in that many groups, each while earlier ones decode;
 "as_embeddings": give the prompts as their embeddings; "structured": the
 StructuredOutputsParams kwargs (json, regex, choice...) of every request;
-"per_prompt": a list of SamplingParams kwargs, one per prompt, over "sampling".
+"per_prompt": a list of SamplingParams kwargs, one per prompt, over "sampling";
+"save_parameters": {"path", "containing"}: the model's parameters whose name
+contains that string, saved to path (torch.save: name -> {"device", "value"}).
 """
 import json
 import os
@@ -48,6 +50,8 @@ def main(spec):
             prompts = [{"prompt_embeds": embed(torch.tensor(p))} for p in spec["prompts"]]
     else:
         prompts = [TokensPrompt(prompt_token_ids=p) for p in spec["prompts"]]
+    if spec.get("save_parameters"):
+        llm.collective_rpc(_save_parameters, args=(spec["save_parameters"],))
     # With tensor parallelism the steps run in the worker processes: their counters, summed.
     parallel = llm.llm_engine.vllm_config.parallel_config.world_size > 1
     if parallel:
@@ -119,6 +123,13 @@ def _sampled_steps(llm):
 
 def _worker_sampled_steps(worker):
     return getattr(worker.model_runner, "sampled_steps", None)
+
+
+def _save_parameters(worker, what):
+    import torch
+    torch.save({name: {"device": str(p.device), "value": p.detach().cpu()}
+                for name, p in worker.model_runner.model.named_parameters() if what["containing"] in name},
+               what["path"])
 
 
 def _reset_tpu_metrics(worker):

@@ -35,9 +35,10 @@ def test_untested_options_fail_at_start(models, llm, message):
 @pytest.mark.parametrize("llm, message", [
     # Expert parallelism is not done (moe.py shards experts by TP only).
     ({"enable_expert_parallel": True}, "expert parallelism (enable_expert_parallel)"),
-    # moe.py is FusedMoE's unquantized method only.
-    ({"quantization": "int8_per_channel_weight_only", "dtype": "bfloat16"},
-     "mixture-of-experts layers (vLLM's FusedMoE) with quantization 'int8_per_channel_weight_only'"),
+    # FusedMoE's methods are moe.py's (unquantized) and moe_int8.py's.
+    ({"quantization": "fp8_per_tensor", "dtype": "bfloat16"},
+     "mixture-of-experts layers (vLLM's FusedMoE) with quantization 'fp8_per_tensor' "
+     "(tested: int8_per_channel_weight_only)"),
     # lora.py covers dense LoRA layers.
     ({"enable_lora": True}, "LoRA adapters on mixture-of-experts models"),
 ])

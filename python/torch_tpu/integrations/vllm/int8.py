@@ -18,6 +18,8 @@ from vllm.model_executor.layers.quantization.utils.w8a8_utils import convert_to_
 from vllm.model_executor.utils import replace_parameter
 from vllm.platforms.interface import PlatformEnum
 
+from . import moe_int8
+
 _INT8_MAX = 127.0
 
 
@@ -59,9 +61,10 @@ _registered = False
 
 
 def register() -> None:
-    """Offers the kernel to vLLM's int8 kernel choice (once per process,
-    before the model is built)."""
+    """Offers the kernel to vLLM's int8 kernel choice, and moe_int8's method
+    for int8 MoE layers (once per process, before the model is built)."""
     global _registered
     if not _registered:
         register_linear_kernel(TpuInt8Kernel, PlatformEnum.OOT, "int8")
+        moe_int8.register()
         _registered = True

@@ -101,15 +101,35 @@ def grouped_experts(x, w13, w2t, weights, ids):
 EXPERTS = {"dense": dense_experts, "grouped": grouped_experts}
 
 
-def _refuse(what: str):
-    raise NotImplementedError(f"vLLM on tpu: FusedMoE with {what} is not supported: "
-                              "it has not been tested with the plugin (docs/vllm.md)")
+def refuse_untested(layer, moe_config) -> None:
+    """Refuses, at engine start, what the methods of tpu have not been tested with."""
+    used = (
+        (f"activation {layer.activation.value!r} (tested: silu)", layer.activation != MoEActivation.SILU),
+        ("expert biases", moe_config.has_bias),
+        ("a custom routing function", layer.custom_routing_function is not None),
+        ("router weights applied to the input", layer.apply_router_weight_on_input),
+        (f"scoring function {layer.scoring_func!r}", layer.scoring_func not in ("softmax", "sigmoid")),
+        ("SwiGLU limits", any(v is not None for v in (layer.swiglu_limit, layer.swiglu_alpha,
+                                                      layer.swiglu_beta))),
+    )
+    found = [what for what, on in used if on]
+    if found:
+        raise NotImplementedError(f"vLLM on tpu: FusedMoE with {'; '.join(found)} is not supported: "
+                                  "it has not been tested with the plugin (docs/vllm.md)")
 
 
-class TpuFusedMoEMethod(UnquantizedFusedMoEMethod):
-    """vLLM's unquantized FusedMoE method on tpu: routing and experts as
-    lowered ops (module docstring). What it has not been tested with is
-    refused when the layer is made, at engine start."""
+def route_layer(layer, router_logits):
+    """`route` with the layer's routing settings."""
+    grouped = layer.use_grouped_topk
+    return route(router_logits, layer.top_k, layer.renormalize, layer.scoring_func,
+                 layer.num_expert_group if grouped else None, layer.topk_group if grouped else None,
+                 layer.e_score_correction_bias, layer.routed_scaling_factor)
+
+
+class OnTpu:
+    """What the FusedMoE methods of tpu share: monolithic in vLLM's terms
+    (they route themselves), no expert load balancing, and the refusal of
+    what they have not been tested with when the layer is made."""
 
     @property
     def is_monolithic(self) -> bool:
@@ -120,19 +140,13 @@ class TpuFusedMoEMethod(UnquantizedFusedMoEMethod):
         return False
 
     def create_weights(self, layer, *args, **kwargs):
-        used = (
-            (f"activation {layer.activation.value!r} (tested: silu)", layer.activation != MoEActivation.SILU),
-            ("expert biases", self.moe.has_bias),
-            ("a custom routing function", layer.custom_routing_function is not None),
-            ("router weights applied to the input", layer.apply_router_weight_on_input),
-            (f"scoring function {layer.scoring_func!r}", layer.scoring_func not in ("softmax", "sigmoid")),
-            ("SwiGLU limits", any(v is not None for v in (layer.swiglu_limit, layer.swiglu_alpha,
-                                                          layer.swiglu_beta))),
-        )
-        found = [what for what, on in used if on]
-        if found:
-            _refuse("; ".join(found))
+        refuse_untested(layer, self.moe)
         super().create_weights(layer, *args, **kwargs)
+
+
+class TpuFusedMoEMethod(OnTpu, UnquantizedFusedMoEMethod):
+    """vLLM's unquantized FusedMoE method on tpu: routing and experts as
+    lowered ops (module docstring)."""
 
     def process_weights_after_loading(self, layer) -> None:
         super().process_weights_after_loading(layer)
@@ -144,12 +158,7 @@ class TpuFusedMoEMethod(UnquantizedFusedMoEMethod):
         layer.w2_weight.data = layer.w2_weight.data.transpose(1, 2).contiguous()
 
     def apply_monolithic(self, layer, x, router_logits, input_ids=None):
-        grouped = layer.use_grouped_topk
-        weights, ids = route(router_logits, layer.top_k, layer.renormalize, layer.scoring_func,
-                             layer.num_expert_group if grouped else None,
-                             layer.topk_group if grouped else None,
-                             layer.e_score_correction_bias, layer.routed_scaling_factor)
-        return dense_experts(x, layer.w13_weight, layer.w2_weight, weights, ids)
+        return dense_experts(x, layer.w13_weight, layer.w2_weight, *route_layer(layer, router_logits))
 
 
 def register() -> None:

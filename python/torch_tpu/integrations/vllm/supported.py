@@ -45,6 +45,10 @@ _ABSENT = (
 )
 
 
+# Quantization methods of FusedMoE layers: moe_int8.py's (moe.py is the
+# unquantized method).
+MOE_QUANTIZATION = ("int8_per_channel_weight_only",)
+
 # compressed-tensors' W8A8-int8 (integrations/vllm/int8.py): int8 weights, a
 # static symmetric scale per channel or tensor; int8 activations, dynamic,
 # symmetric, per token.
@@ -88,9 +92,9 @@ def _describe(group):
 
 def _model_features(model):
     return (
-        # moe.py covers FusedMoE's unquantized method only.
-        (f"mixture-of-experts layers (vLLM's FusedMoE) with quantization {model.quantization!r}",
-         model.is_moe and model.quantization is not None),
+        (f"mixture-of-experts layers (vLLM's FusedMoE) with quantization {model.quantization!r} "
+         f"(tested: {', '.join(MOE_QUANTIZATION)})",
+         model.is_moe and model.quantization not in (None, *MOE_QUANTIZATION)),
         ("multimodal models", model.is_multimodal_model),
         ("encoder-decoder models", model.is_encoder_decoder),
         ("hybrid and attention-free models (Mamba layers)", model.is_hybrid or model.is_attention_free),
