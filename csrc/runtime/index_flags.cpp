@@ -239,11 +239,12 @@ void remember(Chain& c, const TensorInput& index, const std::array<int64_t, 4>& 
 
 // A padded index (runtime/dynamic_dims.h) is checked whole, its padding
 // read as the range's first value, so one program serves its bucket. Not
-// when the range is empty: then that value would be out of range too.
+// when the range is empty (that value would be out of range too), nor in a
+// capture, which would bake the true size into its program.
 void read_padded(OpCall& call, const std::array<int64_t, 4>& range) {
   TensorInput& index = *call.inputs[0][0];
   const auto& base = index.storage->base;
-  if (index.padded || !base->padded() || range[0] >= range[1]) return;
+  if (index.padded || !base->padded() || range[0] >= range[1] || capturing()) return;
   const int dim = base->padding().dim;
   auto pv = padded_view(index.view, base->logical_type(), dim, base->type().shape[dim]);
   if (!pv) return;
