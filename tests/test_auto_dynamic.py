@@ -140,3 +140,19 @@ def test_generate_over_prompt_lengths_matches_cpu_in_few_programs():
     # The lengths after the first two reuse their bucket's programs: those of
     # the prompt's pass and the first tokens. (Before, ~50 per new length.)
     assert sum(compiled[3:]) <= 10, compiled
+
+
+def test_ops_needing_the_exact_size_read_it_exact():
+    """A view with literal sizes, nonzero, a Python branch on a value and a
+    host copy of an auto-padded tensor: each sees exactly the tensor's values."""
+    for n in (6, 10, 12):
+        x = torch.arange(2.0 * n).view(2, n) - n
+        t = copy(x)
+        if n > 6:
+            assert padding(t) == (1, n, 16)
+        assert torch.equal(t.view(2, 2, n // 2).cpu(), x.view(2, 2, n // 2))
+        assert torch.equal(t.reshape(-1).cpu(), x.reshape(-1))
+        assert torch.equal(torch.nonzero(t > 0).cpu(), torch.nonzero(x > 0))
+        assert bool(t.sum() > 0) == bool(x.sum() > 0)
+        assert t.tolist() == x.tolist()
+        assert torch.equal(t[:, n // 2:].cpu(), x[:, n // 2:])
