@@ -19,48 +19,47 @@ NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3,
 SMALL = {"max_num_seqs": 8, "max_num_batched_tokens": 128}
 
 
-def check(folder, **llm):
+def compare(folder, layout, one_device=None, **llm):
+    """Greedy tokens on two workers (`layout`) and on one device
+    (`one_device`: its own options), the same, and serving after the
+    warm-up compiling nothing on either."""
     llm = {**SMALL, **llm}
     prompts = tiny_models.prompts(5, 2, 40, VOCAB, seed=0)
-    one = run_llm(folder, prompts, greedy(12), llm=llm)
-    two = run_llm(folder, prompts, greedy(12), llm={**llm, "tensor_parallel_size": 2})
+    one = run_llm(folder, prompts, greedy(12), llm={**llm, **(one_device or {})})
+    two = run_llm(folder, prompts, greedy(12), llm={**llm, **layout})
     assert two["tokens"] == one["tokens"]
     assert all(len(t) == 12 for t in two["tokens"])
-    # The counters are both workers' together: each launched what the
-    # single device did (no program per collective), only programs of the
-    # warm-up, and wrote its KV cache in place.
-    assert two["launched"] == 2 * one["launched"] > 0
     assert two["cache_misses"] == 0 and one["cache_misses"] == 0
-    assert two["donated"] > 0
+    assert two["donated"] > 0   # the KV caches written in place
     return one, two
 
 
-def check_pipeline(folder, **llm):
-    llm = {**SMALL, **llm}
-    prompts = tiny_models.prompts(5, 2, 40, VOCAB, seed=0)
+def check(folder, **llm):
+    one, two = compare(folder, {"tensor_parallel_size": 2}, **llm)
+    # The counters are both workers' together: each launched what the
+    # single device did (no program per collective).
+    assert two["launched"] == 2 * one["launched"] > 0
+    return one, two
+
+
+def check_pipeline(folder):
     # One device scheduling as the pipeline does: vLLM turns its async
     # scheduling off with pipeline parallelism.
-    one = run_llm(folder, prompts, greedy(12), llm={**llm, "async_scheduling": False})
-    two = run_llm(folder, prompts, greedy(12), llm={**llm, "pipeline_parallel_size": 2})
-    assert two["tokens"] == one["tokens"]
-    assert all(len(t) == 12 for t in two["tokens"])
+    one, two = compare(folder, {"pipeline_parallel_size": 2}, {"async_scheduling": False})
     assert not two["async_scheduling"]
     # Both stages' counters together: each stage launches one program a
-    # step (the last also gathers the sampled rows, as one device does), only
-    # programs of the warm-up, and writes its KV cache in place.
+    # step (the last also gathers the sampled rows, as one device does).
     steps = sum(two["sampled_steps"].values())
     assert two["launched"] == one["launched"] + steps > steps
-    assert two["cache_misses"] == 0 and one["cache_misses"] == 0
-    assert two["donated"] > 0
-    return one, two
 
 
-def test_tensor_parallel_2_gives_hf_greedy(models):
-    # The CI slice: one engine, against HF's greedy tokens on the CPU (which
-    # tensor_parallel_size=1 gives for these prompts: test_greedy.py).
+@pytest.mark.parametrize("layout", [{"tensor_parallel_size": 2}, {"pipeline_parallel_size": 2}])
+def test_two_workers_give_hf_greedy(models, layout):
+    # The CI slice: one engine each, against HF's greedy tokens on the CPU
+    # (which one device gives for these prompts: test_greedy.py).
     folder = models("llama")
     prompts = tiny_models.prompts(5, 2, 40, VOCAB, seed=0)
-    got = run_llm(folder, prompts, greedy(12), llm={**SMALL, "tensor_parallel_size": 2})
+    got = run_llm(folder, prompts, greedy(12), llm={**SMALL, **layout})
     assert got["tokens"] == tiny_models.hf_greedy(folder, prompts, 12)
     assert got["cache_misses"] == 0 and got["donated"] > 0
 
@@ -80,16 +79,6 @@ def test_tensor_parallel_mixture_of_experts(models):
 def test_tensor_parallel_ngram_drafts(models):
     one, two = check(models("llama"), speculative_config=NGRAM)
     assert two["spec_decode"] == one["spec_decode"]
-
-
-def test_pipeline_parallel_2_gives_hf_greedy(models):
-    # The CI slice: one engine, two stages of one layer each, against HF's
-    # greedy tokens on the CPU.
-    folder = models("llama")
-    prompts = tiny_models.prompts(5, 2, 40, VOCAB, seed=0)
-    got = run_llm(folder, prompts, greedy(12), llm={**SMALL, "pipeline_parallel_size": 2})
-    assert got["tokens"] == tiny_models.hf_greedy(folder, prompts, 12)
-    assert got["cache_misses"] == 0 and got["donated"] > 0
 
 
 @pytest.mark.slow
