@@ -540,6 +540,10 @@ class TpuWorker(CPUWorker):
         # Each worker process has its own PJRT client: with one device per
         # process (XLA's CPU plugin) every rank's device is its tpu:0.
         torch.tpu.set_device(self.local_rank % torch.tpu.device_count())
+        # The runner pads every step to its own token buckets and captures
+        # one program per bucket: vLLM's host copies must keep their shapes
+        # (docs/dynamic_shapes.md#automatic-dynamic-dimensions).
+        torch_tpu.dynamic.config(automatic=False)
         init_worker_distributed_environment(self.vllm_config, self.rank,
                                             self.distributed_init_method, self.local_rank, "gloo")
         set_random_seed(self.model_config.seed)
