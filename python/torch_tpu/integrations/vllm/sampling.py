@@ -1,9 +1,12 @@
 """Sampling on `tpu` for vLLM's steps.
 
 Every step's program ends with each sampled row's token (`token_ids`), beside
-the logits: one program per bucket whichever way the step is sampled. The
-rows' sampling parameters are inputs of the program (`step_inputs`), so one
-program serves any mix of greedy and random requests. When nothing of the
+the logits. The rows' sampling parameters are inputs of the program
+(`step_inputs`), so one program serves any mix of greedy and random
+requests; a step whose rows are all greedy passes none (`greedy_inputs`) and
+runs a second program of the bucket that only takes the argmax: the random
+rows' sort and filtering cost milliseconds a step that greedy serving would
+pay for nothing. The warm-up compiles both. When nothing of the
 step needs more than those tokens (`on_device`), only the token ids come to
 the host and vLLM gets them as its sampler's output (`output`); any other
 step leaves them unread and samples the logits on the host, through vLLM's
@@ -89,6 +92,8 @@ def step_inputs(batch, requests: dict, num_scheduled: dict, rows: int):
     min_p = _min_p(batch)
     if min_p is not None:
         floats[:n, 2] = torch.from_numpy(min_p[:n])
+    if bool((floats[:n, 0] < _SAMPLING_EPS).all()):
+        return greedy_inputs()
     ints[:n, 0] = torch.from_numpy(batch.top_k_cpu[:n].astype(np.int64))
     for row in batch.generators:   # the rows of the requests with a seed
         req_id = batch.req_ids[row]
@@ -106,6 +111,12 @@ def placeholder_inputs(rows: int, vocab: int):
     ints = torch.zeros(rows, len(INT_PARAMS), dtype=torch.int64)
     ints[:, 0] = vocab
     return floats, ints
+
+
+def greedy_inputs():
+    """The parameters of a step whose rows are all greedy: none (0 rows)."""
+    return (torch.zeros(0, len(FLOAT_PARAMS), dtype=torch.float32),
+            torch.zeros(0, len(INT_PARAMS), dtype=torch.int64))
 
 
 def _min_p(batch):
@@ -170,6 +181,8 @@ def token_ids(logits: torch.Tensor, floats: torch.Tensor, ints: torch.Tensor) ->
     """Each row's token (the step's program computes them on `tpu`): the
     argmax for a greedy row, a draw for any other."""
     greedy = logits.argmax(dim=-1)
+    if floats.shape[0] == 0:   # greedy_inputs: every row greedy
+        return greedy
     x = filtered_logits(logits, floats, ints)
     gumbel = -torch.log(-torch.log(uniform_noise(row_keys(ints), x.shape[1])))
     drawn = (x + gumbel).argmax(dim=-1)

@@ -485,7 +485,8 @@ class TpuModelRunner(CPUModelRunner):
         torch.tpu.synchronize()   # no check state left over from loading
         before = torch_tpu.metrics()
         for i, (t_pad, blocks) in enumerate(programs, 1):
-            self._warm_step(t_pad, blocks)
+            for greedy in (False, True):   # the step's two programs (sampling.py)
+                self._warm_step(t_pad, blocks, greedy)
             torch.tpu.synchronize()   # ran, not only launched: the line times it, and serving starts idle
             logger.info("torch_tpu: warming up %d/%d programs (%.1f s)", i, len(programs),
                         time.perf_counter() - start)
@@ -495,7 +496,7 @@ class TpuModelRunner(CPUModelRunner):
                     after["graphs_compiled"] - before["graphs_compiled"],
                     after["disk_cache_hits"] - before["disk_cache_hits"])
 
-    def _warm_step(self, t_pad: int, blocks: int) -> None:
+    def _warm_step(self, t_pad: int, blocks: int, greedy: bool) -> None:
         """A step of `t_pad` tokens and `blocks` key blocks, through the calls a
         real step makes (execute_model), on masked-out dummy inputs."""
         rows, chunk = query_layout(t_pad, self.scheduler_config.max_num_seqs)
@@ -510,8 +511,9 @@ class TpuModelRunner(CPUModelRunner):
         with torch_tpu.eager_mode("defer_and_fuse"):
             self._sampled_rows = None
             self._logits_indices = self._placeholder_logits_indices(t_pad)
-            self._sampling_params = sampling.placeholder_inputs(self._max_sampled_rows(t_pad),
-                                                                self.input_batch.vocab_size)
+            self._sampling_params = (sampling.greedy_inputs() if greedy else
+                                     sampling.placeholder_inputs(self._max_sampled_rows(t_pad),
+                                                                 self.input_batch.vocab_size))
             with set_forward_context(attn, self.vllm_config, num_tokens=t_pad,
                                      slot_mapping=slot_mapping):
                 hidden = self._model_forward(input_ids=self.input_ids.gpu[:t_pad],
