@@ -293,14 +293,16 @@ def child(workload, config, params):
 # ---------------------------------------------------------------- parent side
 
 
-def run_child(workload, config, params, timeout):
-    env = dict(os.environ)
-    with tempfile.TemporaryDirectory(prefix="first_step_cache_") as cache:
+def run_fresh(script, child_args, timeout, env_overrides=None):
+    """`script --child *child_args` in a fresh process with a fresh, empty
+    TORCH_TPU_CACHE_DIR and the default eager mode: its RESULT line's JSON,
+    or {"error": ...}. Also serves benchmarks/varied_shapes.py."""
+    env = dict(os.environ, **(env_overrides or {}))
+    with tempfile.TemporaryDirectory(prefix="fresh_cache_") as cache:
         env["TORCH_TPU_CACHE_DIR"] = cache
         env.pop("TORCH_TPU_DEFER_AND_FUSE", None)
         env.pop("TPU_LAUNCH_BLOCKING", None)
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", workload, config,
-               json.dumps(params)]
+        cmd = [sys.executable, os.path.abspath(script), "--child", *child_args]
         try:
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -310,6 +312,10 @@ def run_child(workload, config, params, timeout):
             return json.loads(line[len("RESULT "):])
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
     return {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
+
+
+def run_child(workload, config, params, timeout):
+    return run_fresh(__file__, [workload, config, json.dumps(params)], timeout)
 
 
 def rows_of(workload, config, result, params):

@@ -22,20 +22,15 @@ Prints one table: CPU seconds, tpu seconds, their ratio, programs compiled.
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = ["strict", "defer_and_fuse", "compile"]
 WORKLOADS = ["generate", "train_pad"]
 
-
-def tiny_llama():
-    sys.path.insert(0, HERE)
-    from first_step import tiny_llama as make
-    return make()
+sys.path.insert(0, HERE)
+from first_step import run_fresh, tiny_llama  # noqa: E402  (a sibling script)
 
 
 def generate_all(model, device, compile_forward):
@@ -109,19 +104,8 @@ def child(workload, config):
 
 
 def run_child(workload, config, automatic, timeout):
-    env = dict(os.environ, TORCH_TPU_AUTO_DYNAMIC="1" if automatic else "0")
-    env.pop("TORCH_TPU_DEFER_AND_FUSE", None)
-    with tempfile.TemporaryDirectory(prefix="varied_shapes_cache_") as cache:
-        env["TORCH_TPU_CACHE_DIR"] = cache
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", workload, config]
-        try:
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"error": f"timed out after {timeout} s"}
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    return {"error": f"exit {proc.returncode}: " + " | ".join((proc.stderr or "").strip().splitlines()[-3:])}
+    return run_fresh(__file__, [workload, config], timeout,
+                     {"TORCH_TPU_AUTO_DYNAMIC": "1" if automatic else "0"})
 
 
 def main():

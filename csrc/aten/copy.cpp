@@ -98,7 +98,9 @@ uint64_t static_dims(const at::Tensor& src) {
 bool upload_auto_padded(const at::Tensor& dst, const at::Tensor& src, const at::Tensor& host,
                         const hlo::TensorType& type) {
   runtime::Storage* s = storage_of(dst);
-  if (s->nbytes != type.nbytes() || !runtime::is_identity(geometry_of(dst), type)) return false;
+  if (!runtime::auto_dynamic_enabled() || s->nbytes != type.nbytes() ||
+      !runtime::is_identity(geometry_of(dst), type))
+    return false;
   // Copies made inside torch (Module.to's parameters) or torch_tpu are
   // never guessed at: only user code's.
   auto place = python_caller();

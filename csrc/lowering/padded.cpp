@@ -131,7 +131,7 @@ bool only_first_padded(const Slots& slots) {
 std::optional<Fills> plan_reduce(const Rule& rule, const Args& args, const Slots& slots) {
   if (!only_first_padded(slots)) return std::nullopt;
   Fills fills(slots.size(), Fill::None);
-  Arg all;  // None: aten::all / aten::any / aten::any reduce every dimension
+  Arg all;  // None: aten::all and aten::any reduce every dimension
   auto dims = reduction_dims(args.size() > 1 ? args[1] : all, rank_of(slots[0]));
   bool over_padded = std::find(dims.begin(), dims.end(), slots[0].dim) != dims.end();
   if (over_padded && rule.kind == Kind::ReduceOther) return std::nullopt;
@@ -144,7 +144,6 @@ std::optional<Fills> plan_gather(const Slots& slots) {
   if (slots.size() != 2 || slots[0].dim >= 0 || slots[1].dim < 0) return std::nullopt;
   return Fills(slots.size(), Fill::None);
 }
-
 
 std::optional<Fills> plan_softmax(const Rule& rule, const Args& args, const Slots& slots) {
   if (!only_first_padded(slots)) return std::nullopt;

@@ -39,7 +39,7 @@ bool auto_dynamic_enabled() {
 void set_auto_dynamic(bool on) { enabled.store(on ? 1 : 0); }
 
 std::optional<int> auto_dynamic_dim(const std::string& place, const hlo::TensorType& type, int device) {
-  if (type.rank() == 0 || !auto_dynamic_enabled()) return std::nullopt;
+  if (type.rank() == 0) return std::nullopt;
   const std::string key = place + '|' + hlo::mlir_name(type.dtype) + '/' + std::to_string(type.rank()) + '@' + std::to_string(device);
   std::lock_guard<std::mutex> lock(mu);
   auto& all = places();

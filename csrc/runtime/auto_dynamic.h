@@ -26,8 +26,9 @@ bool auto_dynamic_enabled();
 void set_auto_dynamic(bool enabled);
 
 // The dimension along which a tensor of `type` copied to `device` from
-// `place` is padded, if any (the caller leaves it static where the user
-// marked it so: torch._dynamo.mark_static).
+// `place` is padded, if any. The caller asks only while auto_dynamic_enabled()
+// (before it looks the place up) and leaves the dimension static where the
+// user marked it so (torch._dynamo.mark_static).
 std::optional<int> auto_dynamic_dim(const std::string& place, const hlo::TensorType& type, int device);
 
 // Forgets every place (for tests).

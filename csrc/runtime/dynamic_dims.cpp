@@ -9,7 +9,6 @@
 #include "lowering/padded.h"
 #include "runtime/counters.h"
 #include "runtime/eager_mode.h"
-#include "runtime/padded_view.h"
 
 namespace torch_tpu::runtime {
 
@@ -37,13 +36,6 @@ std::vector<TensorInput*> slots_of(OpCall& call) {
 bool reads_padded(const TensorInput* in) {
   return in && !in->padded && in->storage->base->padded() &&
          in->storage->base->state() != DeviceBuffer::State::Error;
-}
-
-// A padded input's view as a view of the padded buffer, when it is one.
-std::optional<PaddedView> mapped(const TensorInput* in) {
-  const auto& base = in->storage->base;
-  const int dim = base->padding().dim;
-  return padded_view(in->view, base->logical_type(), dim, base->type().shape[dim]);
 }
 
 Arg make_arg(Arg::Kind kind, size_t index) {
@@ -262,6 +254,12 @@ int64_t bucket_of(int64_t size) {
   return b;
 }
 
+std::optional<PaddedView> padded_view_of(const TensorInput& in) {
+  const auto& base = in.storage->base;
+  const int dim = base->padding().dim;
+  return padded_view(in.view, base->logical_type(), dim, base->type().shape[dim]);
+}
+
 void unpad(Storage& s) {
   auto base = s.base;
   if (!base->padded()) return;
@@ -298,7 +296,7 @@ Inputs describe_inputs(const std::vector<TensorInput*>& slots, OpCall& logical) 
     ps.present = slots[s] != nullptr;
     if (reads_padded(slots[s])) {
       const auto& base = slots[s]->storage->base;
-      PaddedView pv = *mapped(slots[s]);
+      PaddedView pv = *padded_view_of(*slots[s]);
       ps.shape = pv.view.sizes;
       ps.dim = pv.dim;
       ps.size = base->padding().size;
@@ -322,7 +320,7 @@ OpCall wrap(const OpCall& call, const std::vector<TensorInput*>& slots, const In
   OpCall wrapped = call;
   std::vector<TensorInput*> wrapped_slots = slots_of(wrapped);
   for (size_t s = 0; s < slots.size(); ++s)
-    if (in.dims[s] >= 0) *wrapped_slots[s] = TensorInput{slots[s]->storage, mapped(slots[s])->view, true};
+    if (in.dims[s] >= 0) *wrapped_slots[s] = TensorInput{slots[s]->storage, padded_view_of(*slots[s])->view, true};
   size_t k = wrapped.args.size();
   Arg inner = make_arg(Arg::Kind::String, k), dims = make_arg(Arg::Kind::IntList, k + 1);
   inner.s = call.lowering->name;
@@ -453,12 +451,12 @@ std::optional<std::vector<std::shared_ptr<DeviceBuffer>>> run_padded(
   bool ruled = lowering::has_padded_rule(name);
   for (auto* in : slots) {
     if (!reads_padded(in)) continue;
-    if (ruled && mapped(in)) continue;
+    if (ruled && padded_view_of(*in)) continue;
     read_box(*in, staged);  // else read exact (by record)
   }
   if (!ruled || !call.destinations.empty()) return std::nullopt;
   for (auto* in : slots)
-    if (reads_padded(in) && !mapped(in)) return std::nullopt;
+    if (reads_padded(in) && !padded_view_of(*in)) return std::nullopt;
 
   auto w = wrap_padded(call, growing ? std::optional<int64_t>(call.args[1].i) : std::nullopt);
   if (!w) return std::nullopt;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "runtime/executor.h"
+#include "runtime/padded_view.h"
 
 namespace torch_tpu::runtime {
 
@@ -38,6 +39,10 @@ int64_t bucket_of(int64_t size);
 // until then.
 std::optional<std::vector<std::shared_ptr<DeviceBuffer>>> run_padded(
     OpCall& call, std::vector<std::unique_ptr<Storage>>& staged);
+
+// The view of `in` (whose storage's base is padded) as a view of the padded
+// buffer itself, when it is one (runtime/padded_view.h).
+std::optional<PaddedView> padded_view_of(const TensorInput& in);
 
 // Replaces a padded base by the exact buffer.
 void unpad(Storage& s);

@@ -7,7 +7,7 @@
 #include "common/error.h"
 #include "lowering/index_range.h"
 #include "runtime/executor_internal.h"
-#include "runtime/padded_view.h"
+#include "runtime/dynamic_dims.h"
 
 namespace torch_tpu::runtime {
 
@@ -245,8 +245,7 @@ void read_padded(OpCall& call, const std::array<int64_t, 4>& range) {
   TensorInput& index = *call.inputs[0][0];
   const auto& base = index.storage->base;
   if (index.padded || !base->padded() || range[0] >= range[1] || capturing()) return;
-  const int dim = base->padding().dim;
-  auto pv = padded_view(index.view, base->logical_type(), dim, base->type().shape[dim]);
+  auto pv = padded_view_of(index);
   if (!pv) return;
   index = TensorInput{index.storage, pv->view, true};
   call.args.resize(5);

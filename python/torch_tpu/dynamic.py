@@ -37,14 +37,10 @@ def dynamic_dims(tensor: torch.Tensor, dims, bound=None) -> torch.Tensor:
         dim = dims[0]
     else:
         dim = dims
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"dynamic_dims: a dimension is an int, got {type(dim).__name__}")
+    _check_int_dim(dim, "dynamic_dims")
     if tensor.dim() == 0:
         raise IndexError("dynamic_dims: a 0-dim tensor has no dimension to make dynamic")
-    if not -tensor.dim() <= dim < tensor.dim():
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-tensor.dim()}, "
-                         f"{tensor.dim() - 1}], but got {dim})")
-    dim %= tensor.dim()
+    dim = _wrap_dim(dim, tensor.dim())
     if bound is not None:
         if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
             raise ValueError(f"dynamic_dims: a bound is a positive int, got {bound!r}")
@@ -55,6 +51,19 @@ def dynamic_dims(tensor: torch.Tensor, dims, bound=None) -> torch.Tensor:
                               f"its bound {bound}; this tensor stays static (one program per size)")
             return tensor
     return _C._pad_dimension(tensor, dim)
+
+
+def _check_int_dim(dim, op: str) -> None:
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{op}: a dimension is an int, got {type(dim).__name__}")
+
+
+def _wrap_dim(dim: int, rank: int) -> int:
+    """`dim` in [0, rank), as PyTorch wraps a negative one (its message)."""
+    if not -rank <= dim < rank:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, "
+                         f"{rank - 1}], but got {dim})")
+    return dim % rank
 
 
 def padding(tensor: torch.Tensor):
@@ -83,12 +92,8 @@ def mark_static(tensor: torch.Tensor, dim: int) -> torch.Tensor:
     `dim` if it was padded there."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"mark_static expects a tensor, got {type(tensor).__name__}")
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"mark_static: a dimension is an int, got {type(dim).__name__}")
-    if not -tensor.dim() <= dim < max(tensor.dim(), 1):
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-tensor.dim()}, "
-                         f"{tensor.dim() - 1}], but got {dim})")
-    dim %= max(tensor.dim(), 1)
+    _check_int_dim(dim, "mark_static")
+    dim = _wrap_dim(dim, max(tensor.dim(), 1))  # PyTorch's range for a 0-dim tensor: [-1, 0]
     if tensor.device.type == "tpu":
         pad = padding(tensor)
         if pad and pad[0] == dim:
