@@ -8,7 +8,9 @@ prompts (lists of token ids), sampling (SamplingParams kwargs), and optionally
 StructuredOutputsParams kwargs (json, regex, choice...) of every request;
 "per_prompt": a list of SamplingParams kwargs, one per prompt, over "sampling";
 "save_parameters": {"path", "containing"}: the model's parameters whose name
-contains that string, saved to path (torch.save: name -> {"device", "value"}).
+contains that string, saved to path (torch.save: name -> {"device", "value"});
+"parameter_shapes": a string: each worker's shapes of the parameters whose
+name contains it, in the JSON ("parameter_shapes": one {name: shape} a worker).
 """
 import json
 import os
@@ -52,6 +54,8 @@ def main(spec):
         prompts = [TokensPrompt(prompt_token_ids=p) for p in spec["prompts"]]
     if spec.get("save_parameters"):
         llm.collective_rpc(_save_parameters, args=(spec["save_parameters"],))
+    shapes = (llm.collective_rpc(_parameter_shapes, args=(spec["parameter_shapes"],))
+              if spec.get("parameter_shapes") else None)
     # With tensor parallelism the steps run in the worker processes: their counters, summed.
     parallel = llm.llm_engine.vllm_config.parallel_config.world_size > 1
     if parallel:
@@ -98,7 +102,7 @@ def main(spec):
                             "spec_decode": {"drafts": counters.get("vllm:spec_decode_num_drafts", 0),
                                             "draft_tokens": counters.get("vllm:spec_decode_num_draft_tokens", 0),
                                             "accepted": counters.get("vllm:spec_decode_num_accepted_tokens", 0)},
-                            "tokens": tokens, "extra": extra, "seconds": elapsed,
+                            "tokens": tokens, "extra": extra, "parameter_shapes": shapes, "seconds": elapsed,
                             "graphs_compiled": m["graphs_compiled"], "cache_misses": m["cache_misses"],
                             "donated": m["donated_buffers"], "launched": m["graphs_launched"],
                             "sampled_steps": _sampled_steps(llm),
@@ -130,6 +134,11 @@ def _save_parameters(worker, what):
     torch.save({name: {"device": str(p.device), "value": p.detach().cpu()}
                 for name, p in worker.model_runner.model.named_parameters() if what["containing"] in name},
                what["path"])
+
+
+def _parameter_shapes(worker, containing):
+    return {name: list(p.shape) for name, p in worker.model_runner.model.named_parameters()
+            if containing in name}
 
 
 def _reset_tpu_metrics(worker):

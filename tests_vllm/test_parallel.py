@@ -4,9 +4,13 @@ executor), each with its own tpu device, give the greedy tokens of one
 device. Tensor parallelism's collectives are inside the captured step
 (communicator.py), so each worker launches the programs one device launches;
 each pipeline stage runs its layers as one captured program a step, the
-hidden states passed between stages through the host (pipeline.py). Serving
-after the warm-up compiles nothing. What they have not been tested with is
-refused at start."""
+hidden states passed between stages through the host (pipeline.py). With
+expert parallelism each worker holds whole experts, half of them (moe.py).
+Serving after the warm-up compiles nothing. What they have not been tested
+with is refused at start."""
+import json
+import os
+
 import pytest
 
 import tiny_models
@@ -62,6 +66,42 @@ def test_two_workers_give_hf_greedy(models, layout):
     got = run_llm(folder, prompts, greedy(12), llm={**SMALL, **layout})
     assert got["tokens"] == tiny_models.hf_greedy(folder, prompts, 12)
     assert got["cache_misses"] == 0 and got["donated"] > 0
+
+
+EXPERT_PARALLEL = {"tensor_parallel_size": 2, "enable_expert_parallel": True}
+
+
+def check_expert_shares(folder, got):
+    """Each worker holds half of every MoE layer's experts, whole (tensor
+    parallelism alone would give each all of them, half their inner size)."""
+    config = json.load(open(os.path.join(folder, "config.json")))
+    experts = config.get("num_experts") or config["num_local_experts"]
+    inner = config.get("moe_intermediate_size") or config["intermediate_size"]
+    hidden = config["hidden_size"]
+    for worker in got["parameter_shapes"]:
+        w13 = {n: s for n, s in worker.items() if n.endswith("w13_weight")}
+        assert len(w13) == config["num_hidden_layers"], worker
+        assert all(s == [experts // 2, 2 * inner, hidden] for s in w13.values()), worker
+
+
+@pytest.mark.parametrize("arch", ["qwen3-moe", pytest.param("mixtral", marks=pytest.mark.slow)])
+def test_expert_parallel_gives_hf_greedy(models, arch):
+    # The CI slice (Qwen3-MoE): one engine, against HF's greedy tokens on the
+    # CPU (which one device gives: test_moe.py). Were the two workers'
+    # experts not each a different half, or a token's other experts not
+    # added by the all-reduce, the tokens would differ.
+    folder = models(arch)
+    prompts = tiny_models.prompts(5, 2, 40, VOCAB, seed=0)
+    got = run_llm(folder, prompts, greedy(12), llm={**SMALL, **EXPERT_PARALLEL}, parameter_shapes="experts")
+    assert got["tokens"] == tiny_models.hf_greedy(folder, prompts, 12)
+    assert got["cache_misses"] == 0 and got["donated"] > 0
+    check_expert_shares(folder, got)
+
+
+@pytest.mark.slow
+def test_expert_parallel_equals_one_device(models):
+    one, two = compare(models("qwen3-moe"), EXPERT_PARALLEL)
+    assert two["launched"] == 2 * one["launched"] > 0
 
 
 @pytest.mark.slow

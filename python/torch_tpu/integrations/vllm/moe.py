@@ -23,6 +23,18 @@ and on top it gathers, sorts and scatters the token copies
 
 Shared experts (Qwen2-MoE, DeepSeek-V2) are vLLM's own modules, which its MoE
 runner adds to this method's output; they are ordinary layers on tpu.
+
+Expert parallelism (`enable_expert_parallel` with tensor parallelism and no
+data parallelism) is vLLM's own layout, where no token moves: every worker
+holds the step's tokens (tensor parallelism replicates the hidden states),
+vLLM gives each worker whole experts (1/N of them, `layer.expert_map` from
+a global expert id to the worker's local one, -1 for another worker's), the
+router's logits cover all experts on every worker, and vLLM's MoE runner
+all-reduces the workers' outputs after the method (the communicator's
+in-program all-reduce). So the method routes over all experts, as one device
+does, and keeps the weights of the picked experts it holds; another worker
+adds the rest. vLLM's all-to-all dispatch and combine serve data parallelism,
+which is refused (supported.py).
 """
 import torch
 import torch.nn.functional as F
@@ -119,11 +131,17 @@ def refuse_untested(layer, moe_config) -> None:
 
 
 def route_layer(layer, router_logits):
-    """`route` with the layer's routing settings."""
+    """`route` with the layer's routing settings, the ids this worker's
+    (expert parallelism: module docstring)."""
     grouped = layer.use_grouped_topk
-    return route(router_logits, layer.top_k, layer.renormalize, layer.scoring_func,
-                 layer.num_expert_group if grouped else None, layer.topk_group if grouped else None,
-                 layer.e_score_correction_bias, layer.routed_scaling_factor)
+    weights, ids = route(router_logits, layer.top_k, layer.renormalize, layer.scoring_func,
+                         layer.num_expert_group if grouped else None, layer.topk_group if grouped else None,
+                         layer.e_score_correction_bias, layer.routed_scaling_factor)
+    if layer.expert_map is not None:
+        # Global ids to this worker's local ones; -1, another worker's expert,
+        # matches none of dense_experts' experts, so it adds nothing here.
+        ids = layer.expert_map.long()[ids]
+    return weights, ids
 
 
 class OnTpu:

@@ -120,7 +120,10 @@ def _parallel_features(parallel):
          parallel.data_parallel_size > 1),
         ("context parallelism", parallel.decode_context_parallel_size > 1
          or parallel.prefill_context_parallel_size > 1),
-        ("expert parallelism (enable_expert_parallel)", parallel.enable_expert_parallel),
+        # moe.py's expert parallelism is vLLM's tensor-parallel layout (no
+        # all-to-all); at tensor_parallel_size=1 vLLM ignores the option.
+        ("expert parallelism (enable_expert_parallel) without tensor parallelism",
+         parallel.enable_expert_parallel and parallel.tensor_parallel_size == 1),
         ("expert load balancing (enable_eplb)", parallel.enable_eplb),
     )
 
