@@ -1,11 +1,12 @@
-"""Speculative decoding on tpu: with n-gram drafts (prompt lookup) and with a
-draft model, greedy tokens equal plain greedy decoding's (HF generate() on
+"""Speculative decoding on tpu: with n-gram drafts (prompt lookup), a draft
+model and an EAGLE head, greedy tokens equal plain greedy decoding's (HF generate() on
 the CPU), with drafts proposed and some of them, not all, accepted (so the
 verification path ran: several sampled rows a sequence, the rejection
 sampler, bonus tokens). Methods not tried are refused at start
 (test_refusals.py)."""
 import pytest
 
+import eagle_head
 import tiny_models
 from conftest import VOCAB, greedy, run_llm
 
@@ -48,3 +49,14 @@ def test_draft_model_equals_greedy(models, tmp_path):
     draft = tiny_models.perturbed(folder, str(tmp_path), 0.5)
     check(folder, _prompts(4, seed=5), 16,
           speculative={"method": "draft_model", "model": draft, "num_speculative_tokens": 3})
+
+
+@pytest.mark.slow
+def test_eagle_equals_greedy(models, tmp_path):
+    # vLLM's EAGLE proposer on the target's hidden states; the head is
+    # random, made to be accepted now and then (eagle_head.py). Its forward
+    # runs op by op, as the draft model's.
+    folder = models("llama")
+    head = eagle_head.build(folder, str(tmp_path))
+    check(folder, _prompts(4, seed=5), 16,
+          speculative={"method": "eagle", "model": head, "num_speculative_tokens": 3})
