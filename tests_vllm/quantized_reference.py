@@ -108,6 +108,40 @@ def load_int8_moe(folder: str, dtype=torch.float16, attention: str = "sdpa") -> 
     return model
 
 
+# vLLM's fp8 KV cache formats ("fp8" is e4m3).
+KV_CACHE_FP8 = {"fp8": torch.float8_e4m3fn, "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
+
+
+def _through_fp8(x: torch.Tensor, fp8: torch.dtype, scale: float) -> torch.Tensor:
+    """x as an fp8 KV cache gives it back: stored as x / scale, saturated at
+    the format's largest value, read as that times scale."""
+    limit = torch.finfo(fp8).max
+    return ((x.float() / scale).clamp(-limit, limit).to(fp8).float() * scale).to(x.dtype)
+
+
+def load_fp8_kv_cache(folder: str, kv_cache_dtype: str, dtype=torch.float32, attention: str = "sdpa",
+                      scale: float = 1.0) -> nn.Module:
+    """HF's model of `folder` whose attention sees every key and value (the
+    new ones too, as vLLM reads them back from its cache) rounded through the
+    fp8 format of `kv_cache_dtype`, with vLLM's default k/v scale 1.0."""
+    import sys
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+    model = load(folder, None, dtype, attention)
+    fp8 = KV_CACHE_FP8[kv_cache_dtype]
+    module = sys.modules[type(model.model.layers[0].self_attn).__module__]
+    inner = module.eager_attention_forward if attention == "eager" else AttentionInterface()[attention]
+
+    def attend(layer, query, key, value, *args, **kwargs):
+        return inner(layer, query, _through_fp8(key, fp8, scale), _through_fp8(value, fp8, scale), *args, **kwargs)
+
+    name = f"{kv_cache_dtype}_kv_cache_{attention}_{model.config.model_type}"
+    AttentionInterface.register(name, attend)
+    AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[attention])   # the mask its attention takes
+    model.set_attn_implementation(name)
+    return model
+
+
 def quantize_decoder(model: nn.Module, method: str) -> nn.Module:
     """`model`'s decoder linear layers (not the embeddings or the LM head,
     which vLLM's online methods leave unquantized) replaced by Fp8Linear."""
@@ -142,6 +176,86 @@ def load_w8a8(folder: str, checkpoint: str, dtype=torch.float16, attention: str 
             key = f"{name}.{child}.weight"
             if isinstance(linear, nn.Linear) and key in tensors and tensors[key].dtype == torch.int8:
                 setattr(module, child, W8A8Int8Linear(tensors[key], tensors[key + "_scale"]))
+    return model
+
+
+class WeightOnlyLinear(nn.Module):
+    """A weight-only quantized layer: y = x @ W.T in float32, W = (values -
+    zeros) * scales, each scale and zero spanning K / groups consecutive input
+    channels of an output channel (values [N, K], scales [N, groups], zeros
+    like the scales or one number)."""
+
+    def __init__(self, values: torch.Tensor, scales: torch.Tensor, zeros):
+        super().__init__()
+        self.values = values
+        span = values.shape[1] // scales.shape[1]
+        grouped = values.double().reshape(values.shape[0], -1, span)
+        zeros = zeros.double()[..., None] if torch.is_tensor(zeros) else zeros
+        self.weight = ((grouped - zeros) * scales.double()[..., None]).reshape(values.shape).float()
+
+    def forward(self, x):
+        y = x.reshape(-1, x.shape[-1]).float() @ self.weight.t()
+        return y.to(x.dtype).reshape(*x.shape[:-1], -1)
+
+
+def unpack(words: torch.Tensor, bits: int, dim: int, order=None) -> torch.Tensor:
+    """The unsigned `bits`-bit values of int32 `words` packed along `dim`:
+    a word's i-th field from its lowest bits is value `order[i]` of its
+    32 / bits (in order unless given)."""
+    per_word = 32 // bits
+    order = list(range(per_word)) if order is None else list(order)
+    w = words.to(torch.int64) % 2**32   # the word as unsigned
+    fields = torch.stack([(w >> (bits * i)) % 2**bits for i in range(per_word)], dim=-1)
+    placed = torch.empty_like(fields)
+    placed[..., order] = fields
+    placed = placed.movedim(dim, -2)
+    return placed.reshape(*placed.shape[:-2], -1).movedim(-1, dim)
+
+
+def _weight_only_layers(tensors: dict, config: dict, dtype) -> dict:
+    """{layer name: WeightOnlyLinear} of a compressed-tensors WNA16, GPTQ or
+    AWQ checkpoint's `tensors`, its scales rounded to `dtype` as the served
+    model holds them; the formats as quantized_checkpoint.py's docstring
+    states them."""
+    method = config["quant_method"]
+    layers = {}
+    for key in tensors:
+        if method == "compressed-tensors" and key.endswith(".weight_packed"):
+            name = key.removesuffix(".weight_packed")
+            args = config["config_groups"]["group_0"]["weights"]
+            bits, offset = args["num_bits"], 2 ** (args["num_bits"] - 1)
+            values = unpack(tensors[key], bits, 1)
+            zeros = (unpack(tensors[name + ".weight_zero_point"], bits, 0) if not args["symmetric"]
+                     else offset)
+            scales = tensors[name + ".weight_scale"]
+        elif method == "gptq" and key.endswith(".qweight"):
+            name = key.removesuffix(".qweight")
+            values = unpack(tensors[key], 4, 0).t()
+            zeros = (unpack(tensors[name + ".qzeros"], 4, 1) + 1).t()   # v1: zero - 1 stored
+            scales = tensors[name + ".scales"].t()
+        elif method == "awq" and key.endswith(".qweight"):
+            name = key.removesuffix(".qweight")
+            order = (0, 2, 4, 6, 1, 3, 5, 7)
+            values = unpack(tensors[key], 4, 1, order).t()
+            zeros = unpack(tensors[name + ".qzeros"], 4, 1, order).t()
+            scales = tensors[name + ".scales"].t()
+        else:
+            continue
+        layers[name] = WeightOnlyLinear(values, scales.to(dtype).float(), zeros)
+    return layers
+
+
+def load_weight_only(folder: str, checkpoint: str, dtype=torch.float16, attention: str = "sdpa") -> nn.Module:
+    """HF's model of `folder` with its decoder linear layers those of the
+    weight-only quantized `checkpoint` (compressed-tensors WNA16, GPTQ, AWQ)."""
+    import json
+    from safetensors.torch import load_file
+    model = load(folder, None, dtype, attention)
+    config = json.load(open(f"{checkpoint}/config.json"))["quantization_config"]
+    layers = _weight_only_layers(load_file(f"{checkpoint}/model.safetensors"), config, dtype)
+    for name, layer in layers.items():
+        parent, child = name.rsplit(".", 1)
+        setattr(model.get_submodule(parent), child, layer)
     return model
 
 

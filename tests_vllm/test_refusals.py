@@ -85,8 +85,15 @@ def _config(model=None, cache=None, parallel=None, **optional):
     ({"model": {"is_moe": True, "quantization": "fp8"}}, "mixture-of-experts layers (vLLM's FusedMoE) with quantization 'fp8'"),
     ({"model": {"quantization": "compressed-tensors", "hf_config": type("C", (), {"quantization_config": {
         "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int", "symmetric": True,
-                                                  "strategy": "group", "group_size": 128, "dynamic": False}}}}})}},
+                                                  "strategy": "group", "group_size": 128, "dynamic": False,
+                                                  "actorder": "group"}}}}})}},
      "compressed-tensors config group 'group_0' (weights int4 group; tested: W8A8-int8"),
+    ({"model": {"quantization": "auto_gptq", "hf_config": type("C", (), {"quantization_config": {
+        "quant_method": "gptq", "bits": 8, "group_size": 128, "desc_act": False, "sym": True}})}},
+     "GPTQ checkpoints of 8-bit weights (tested: (4,))"),
+    ({"model": {"quantization": "auto_awq", "hf_config": type("C", (), {"quantization_config": {
+        "quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "lm_head": True}})}},
+     "AWQ checkpoints with a quantized LM head"),
     ({"model": {"is_multimodal_model": True}}, "multimodal models"),
     ({"model": {"is_encoder_decoder": True}}, "encoder-decoder models"),
     ({"model": {"is_hybrid": True}}, "hybrid and attention-free models"),

