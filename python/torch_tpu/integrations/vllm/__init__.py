@@ -1,4 +1,5 @@
-"""vLLM on `tpu`: a platform plugin (entry point `vllm.platform_plugins`).
+"""vLLM on `tpu`: a platform plugin (entry point `vllm.platform_plugins`), and
+a general plugin (`vllm.general_plugins`) that vLLM runs in each of its processes.
 
 vLLM asks every installed platform plugin whether it applies; `register()`
 answers with the platform's class path only when torch_tpu has a device, so
@@ -21,3 +22,9 @@ def register():
     if not (torch.tpu.is_available() and torch.tpu.device_count() > 0):
         return None
     return "torch_tpu.integrations.vllm.platform.TpuPlatform"
+
+
+def register_general():
+    # LLaVA's module imports without torchvision (multimodal.py).
+    from .multimodal import pixtral_without_torchvision
+    pixtral_without_torchvision()

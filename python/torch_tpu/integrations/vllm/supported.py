@@ -14,6 +14,8 @@ variants it does not cover (platform.get_attn_backend_cls).
 """
 import dataclasses
 
+from . import multimodal
+
 # Speculative decoding methods whose tokens equal plain greedy decoding's
 # (tests_vllm/test_speculative.py; EAGLE with a random head made there).
 # EAGLE-3 and MTP were not tried; suffix decoding needs arctic-inference;
@@ -134,7 +136,6 @@ def _model_features(model):
         (f"mixture-of-experts layers (vLLM's FusedMoE) with quantization {model.quantization!r} "
          f"(tested: {', '.join(MOE_QUANTIZATION)})",
          model.is_moe and model.quantization not in (None, *MOE_QUANTIZATION)),
-        ("multimodal models", model.is_multimodal_model),
         ("encoder-decoder models", model.is_encoder_decoder),
         ("hybrid and attention-free models (Mamba layers)", model.is_hybrid or model.is_attention_free),
         # 'draft': a speculative draft model's own config.
@@ -252,6 +253,7 @@ def _unreviewed(vllm_config):
 def _untested_features(vllm_config) -> list[str]:
     """The options reviewed here that `vllm_config` uses and no test covers."""
     found = [what for name, what in _ABSENT if getattr(vllm_config, name, None) is not None]
+    found += multimodal.unsupported(vllm_config)
     features = (_additional_config_features(vllm_config)
                 + _cache_features(vllm_config.cache_config)
                 + _lora_features(vllm_config)

@@ -60,7 +60,7 @@ from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environmen
 from vllm.v1.worker.utils import bind_kv_cache
 from vllm.v1.worker.worker_base import CompilationTimes
 
-from . import fp8, int8, lora, memory, moe, pipeline, sampling, wna16
+from . import fp8, int8, lora, memory, moe, multimodal, pipeline, sampling, wna16
 from .attention import METADATA_TENSORS, TpuPagedAttentionBackend, warmup_metadata
 from .buckets import query_layout, step_buckets, token_bucket
 
@@ -200,8 +200,11 @@ class TpuModelRunner(CPUModelRunner):
 
         self.model.compute_logits = step_logits
 
-        # With prompt embeddings, vLLM embeds the steps' token ids itself,
-        # from its host buffer of ids into its host buffer of embeddings.
+        if self.model_config.is_multimodal_model:
+            multimodal.install(self.model, self.tpu)   # images encoded on tpu
+        # With prompt embeddings (and multimodal models), vLLM embeds the
+        # steps' token ids itself, from its host buffer of ids into its host
+        # buffer of embeddings.
         embed_input_ids = self.model.embed_input_ids
 
         def embed_on_host(input_ids, *args, **kwargs):
@@ -481,6 +484,11 @@ class TpuModelRunner(CPUModelRunner):
     @torch.inference_mode()
     def warm_up(self) -> None:
         """Runs every program of warmup_programs(), with a progress line."""
+        if self.model_config.is_multimodal_model:
+            # vLLM runs every step of a multimodal model on input embeddings,
+            # op by op (multimodal.py): none runs a step program.
+            logger.info("torch_tpu: no warm-up for a multimodal model (its steps run op by op)")
+            return
         programs = self.warmup_programs()
         start = time.perf_counter()
         torch.tpu.synchronize()   # no check state left over from loading
