@@ -121,3 +121,26 @@ def test_trainer_with_default_arguments_trains_on_tpu_like_the_cpu(tmp_path, req
     trainer = check_against_cpu(tmp_path, max_steps=4)
     assert trainer.args.optim == "adamw_torch_fused"
     assert trainer.optimizer.defaults.get("fused") is True
+
+
+def test_trainer_compiling_with_the_tpu_backend_trains_like_the_cpu(tmp_path):
+    # accelerate's DynamoBackend names the backends it knows; the
+    # integration adds tpu to them (before, "tpu" raised ValueError there).
+    args, trainer, tpu_losses, tpu_state = train(dict(
+        output_dir=str(tmp_path / "tpu"), max_steps=3, optim="adamw_torch", torch_compile_backend="tpu"))
+    assert trainer.accelerator.state.dynamo_plugin.to_kwargs()["backend"] == "tpu"
+    assert trainer.accelerator.device.type == "tpu"
+    AcceleratorState._reset_state(reset_partial_state=True)
+    _, _, cpu_losses, cpu_state = train(dict(
+        output_dir=str(tmp_path / "cpu"), max_steps=3, optim="adamw_torch", use_cpu=True))
+    rtol, atol = torch_tpu.tolerance(torch.float32, "aten::mm")
+    torch.testing.assert_close(torch.tensor(tpu_losses), torch.tensor(cpu_losses), rtol=rtol, atol=atol)
+    for k in cpu_state:
+        torch.testing.assert_close(tpu_state[k], cpu_state[k], rtol=1e-3, atol=1e-4)
+
+
+def test_an_unknown_compile_backend_is_still_refused_by_accelerate():
+    from accelerate.utils import TorchDynamoPlugin
+
+    with pytest.raises(ValueError, match="not a valid DynamoBackend"):
+        TorchDynamoPlugin(backend="no_such_backend")

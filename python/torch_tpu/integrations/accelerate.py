@@ -34,6 +34,12 @@ the CPU (then disk) what does not fit. A plain index means `tpu` to torch
 placement needs nothing. On the CPU plugin, device memory is host memory,
 so the two budgets overlap there.
 
+`TrainingArguments(torch_compile_backend="tpu")` and `Accelerator(
+dynamo_backend="tpu")` go through accelerate's `DynamoBackend`, a closed enum
+of the backend names it knows (it has one for AWS's Neuron, none for us), so
+"tpu" raised `'TPU' is not a valid DynamoBackend`. The hook adds a `TPU`
+member: accelerate hands its lower-cased value, `tpu`, to `torch.compile`.
+
 accelerate's files are not changed; the hooks wrap each module as it is
 imported (or at once, if it already is).
 """
@@ -104,9 +110,24 @@ def _tpu_in_memory_planning(modeling_module):
         hf.accelerate_max_memory = get_max_memory
 
 
+def _tpu_as_a_dynamo_backend(dataclasses_module):
+    cls = dataclasses_module.DynamoBackend
+    if "TPU" in cls.__members__:
+        return
+    # Python's Enum has no public way to add a member; these are the tables
+    # its lookups (by value, by name, iteration) read.
+    member = str.__new__(cls, "TPU")
+    member._name_ = member._value_ = "TPU"
+    member.__objclass__ = cls
+    cls._member_map_["TPU"] = member
+    cls._value2member_map_["TPU"] = member
+    cls._member_names_.append("TPU")
+
+
 # Module name -> what is done to it once it has run.
 _HOOKS = {
     "accelerate.state": _tpu_after_accelerates_own_choice,
+    "accelerate.utils.dataclasses": _tpu_as_a_dynamo_backend,
     "accelerate.utils.modeling": _tpu_in_memory_planning,
 }
 
