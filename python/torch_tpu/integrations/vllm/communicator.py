@@ -14,7 +14,16 @@ Pipeline parallelism needs nothing here: vLLM's pipeline group sends a
 stage's hidden states with torch.distributed itself, not through this class
 (`GroupCoordinator.isend_tensor_dict`; pipeline.py says how they travel), so
 `send` and `recv`, which only other uses of vLLM's group call, stay refused.
+
+One collective of tensor parallelism runs outside this class and outside a
+step: vLLM's online weight quantization (fp8, int8 MoE) all-reduces each
+sharded weight's amax over the group's device group, so that every shard
+takes the scale of the whole weight; that group is Gloo here, which takes no
+tpu tensor. `register()` routes those reductions through the host, once per
+weight at load time.
 """
+import functools
+
 import torch
 from torch_tpu.program_collectives import ProgramCollectives
 from vllm.distributed.device_communicators.base_device_communicator import DeviceCommunicatorBase
@@ -53,3 +62,30 @@ for _name, _what in (("all_gatherv", "all_gatherv"), ("broadcast", "broadcast"),
                      ("recv", "recv"), ("reduce_scatter", "reduce_scatter"),
                      ("reduce_scatterv", "reduce_scatterv"), ("send", "send")):
     setattr(TpuCommunicator, _name, _refusal(_what))
+
+
+def _through_host(reduce):
+    """`reduce(amax, ...)`, an in-place all-reduce over a Gloo group, on a
+    host copy of a tpu `amax`."""
+    @functools.wraps(reduce)
+    def on_host(amax, *args, **kwargs):
+        if amax.device.type != "tpu":
+            return reduce(amax, *args, **kwargs)
+        return reduce(amax.cpu(), *args, **kwargs).to(amax.device)
+    return on_host
+
+
+_AMAX_REDUCTIONS = ("amax_for_moe_weight_quant", "amax_for_tp_weight_quant")
+
+
+def register() -> None:
+    """Routes vLLM's load-time amax all-reduces through the host (module
+    docstring), wherever vLLM's quantization modules imported them (once
+    per process, before the model is loaded)."""
+    from vllm.model_executor.layers.quantization.online import fp8, int8
+    from vllm.model_executor.layers.quantization.utils import quant_utils
+    for module in (fp8, int8, quant_utils):
+        for name in _AMAX_REDUCTIONS:
+            reduce = getattr(module, name, None)
+            if reduce is not None and not hasattr(reduce, "__wrapped__"):
+                setattr(module, name, _through_host(reduce))

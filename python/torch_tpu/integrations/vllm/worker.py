@@ -60,7 +60,7 @@ from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environmen
 from vllm.v1.worker.utils import bind_kv_cache
 from vllm.v1.worker.worker_base import CompilationTimes
 
-from . import fp8, int8, lora, memory, moe, multimodal, pipeline, sampling, wna16
+from . import communicator, fp8, int8, lora, memory, moe, multimodal, pipeline, sampling, wna16
 from .attention import METADATA_TENSORS, TpuPagedAttentionBackend, warmup_metadata
 from .buckets import query_layout, step_buckets, token_bucket
 
@@ -170,6 +170,7 @@ class TpuModelRunner(CPUModelRunner):
         moe.register()   # before the model's FusedMoE layers pick their method
         fp8.register()   # before its linear layers pick their fp8 kernels
         int8.register()  # and their int8 ones
+        communicator.register()  # quantization's load-time collectives
         wna16.register()  # and their weight-only integer kernels
         super().load_model(load_dummy_weights)
         where = {p.device.type for p in self.model.parameters()}
