@@ -10,7 +10,9 @@ StructuredOutputsParams kwargs (json, regex, choice...) of every request;
 "save_parameters": {"path", "containing"}: the model's parameters whose name
 contains that string, saved to path (torch.save: name -> {"device", "value"});
 "parameter_shapes": a string: each worker's shapes of the parameters whose
-name contains it, in the JSON ("parameter_shapes": one {name: shape} a worker).
+name contains it, in the JSON ("parameter_shapes": one {name: shape} a worker);
+"kv_caches": true: the first worker's KV cache tensors in the JSON ("kv_caches":
+{device, dtype, shape, bytes} each).
 """
 import json
 import os
@@ -106,7 +108,8 @@ def main(spec):
                             "graphs_compiled": m["graphs_compiled"], "cache_misses": m["cache_misses"],
                             "donated": m["donated_buffers"], "launched": m["graphs_launched"],
                             "sampled_steps": _sampled_steps(llm),
-                            "async_scheduling": llm.llm_engine.vllm_config.scheduler_config.async_scheduling})
+                            "async_scheduling": llm.llm_engine.vllm_config.scheduler_config.async_scheduling,
+                            "kv_caches": llm.collective_rpc(_kv_caches)[0] if spec.get("kv_caches") else None})
     if parallel:
         # The workers' exit logs would otherwise follow the JSON line.
         llm.llm_engine.engine_core.shutdown()
@@ -139,6 +142,11 @@ def _save_parameters(worker, what):
 def _parameter_shapes(worker, containing):
     return {name: list(p.shape) for name, p in worker.model_runner.model.named_parameters()
             if containing in name}
+
+
+def _kv_caches(worker):
+    return [{"device": str(kv.device), "dtype": str(kv.dtype), "shape": list(kv.shape),
+             "bytes": kv.numel() * kv.element_size()} for kv in worker.model_runner.kv_caches]
 
 
 def _reset_tpu_metrics(worker):

@@ -53,7 +53,7 @@ def test_stop_string_ends_the_output(models):
 
 
 @pytest.mark.parametrize("llm, message", [
-    ({"kv_cache_dtype": "fp8"}, "does not cover a quantized KV cache"),
+    ({"kv_cache_dtype": "int8_per_token_head"}, "does not cover KV cache dtype 'int8_per_token_head'"),
     ({"kv_cache_memory_bytes": 1 << 44}, "asks for 16384.00 GiB of KV cache"),
 ])
 def test_startup_errors_name_the_problem(models, llm, message):

@@ -46,6 +46,7 @@ from vllm.v1.attention.backend import (AttentionBackend, AttentionImpl, Attentio
                                        AttentionType, CommonAttentionMetadata)
 
 from ...kernels import platform as platform_kernels
+from . import kv_cache_fp8
 from .buckets import key_bucket, query_layout
 
 DEVICE = "tpu"
@@ -69,7 +70,7 @@ class TpuPagedAttentionBackend(AttentionBackend):
     # update is separate; the padded count keeps the write's shape bucketed.
     forward_includes_kv_cache_update: bool = False
     supported_dtypes: ClassVar[list[torch.dtype]] = [torch.float32, torch.bfloat16, torch.float16]
-    supported_kv_cache_dtypes: ClassVar[list] = ["auto"]
+    supported_kv_cache_dtypes: ClassVar[list] = ["auto", *kv_cache_fp8.FORMATS]
 
     @staticmethod
     def get_name() -> str:
@@ -98,6 +99,12 @@ class TpuPagedAttentionBackend(AttentionBackend):
     @staticmethod
     def kv_cache_shape(num_blocks: int, block_size: int, num_kv_heads: int, head_size: int):
         return (2, num_blocks * block_size, num_kv_heads, head_size)
+
+    @staticmethod
+    def kv_cache_torch_dtype(spec_dtype: torch.dtype, kv_cache_dtype: str) -> torch.dtype:
+        """The dtype of a cache tensor vLLM's spec sizes as `spec_dtype`
+        (an fp8 cache: bytes)."""
+        return kv_cache_fp8.storage_dtype(spec_dtype, kv_cache_dtype)
 
     @staticmethod
     def write_slots(kv_cache: torch.Tensor, slots: torch.Tensor, kv: torch.Tensor) -> None:
@@ -206,7 +213,7 @@ class TpuPagedAttentionImpl(AttentionImpl):
             ("attention sinks", sinks is not None),
             (f"attention type {attn_type!r} (decoder self-attention only)",
              attn_type != AttentionType.DECODER),
-            (f"KV cache dtype {kv_cache_dtype!r}", kv_cache_dtype != "auto"),
+            (f"KV cache dtype {kv_cache_dtype!r}", kv_cache_dtype not in ("auto", *kv_cache_fp8.FORMATS)),
         ) if used]
         if missing:
             raise NotImplementedError(
@@ -219,11 +226,16 @@ class TpuPagedAttentionImpl(AttentionImpl):
         self.logits_soft_cap = logits_soft_cap or None
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
         self.attn_type = attn_type
+        self.fp8 = kv_cache_fp8.fp8_format(kv_cache_dtype)
 
     def do_kv_cache_update(self, layer, key, value, kv_cache, slot_mapping) -> None:
         meta = get_forward_context().attn_metadata[layer.layer_name]
         t = meta.slots.shape[0]
-        TpuPagedAttentionBackend.write_slots(kv_cache, meta.slots, torch.stack((key[:t], value[:t])))
+        key, value = key[:t], value[:t]
+        if self.fp8 is not None:
+            key = kv_cache_fp8.quantize(key, self.fp8, layer._k_scale_float)
+            value = kv_cache_fp8.quantize(value, self.fp8, layer._v_scale_float)
+        TpuPagedAttentionBackend.write_slots(kv_cache, meta.slots, torch.stack((key, value)))
 
     def forward(self, layer, query, key, value, kv_cache, attn_metadata, output,
                 output_scale=None, output_block_scale=None):
@@ -242,7 +254,7 @@ class TpuPagedAttentionImpl(AttentionImpl):
         # The platform kernel (csrc/kernels/paged_attention.cpp) reads the
         # cache's blocks in place, where the plugin runs it; the composite
         # below is the fallback and its reference.
-        out = None if c > KERNEL_MAX_CHUNK else platform_kernels.paged_attention(
+        out = None if c > KERNEL_MAX_CHUNK or self.fp8 is not None else platform_kernels.paged_attention(
             query[:t].view(t, h, d), kv_cache, meta.key_blocks, meta.query_index, meta.query_pos,
             meta.output_index, scale=self.scale, soft_cap=self.logits_soft_cap, window=self.sliding_window,
             block_size=block)
@@ -256,6 +268,8 @@ class TpuPagedAttentionImpl(AttentionImpl):
         blocks = kv_cache.view(2 * num_blocks, block * hkv * d)
         keys = blocks.index_select(0, meta.key_blocks).view(r, length, hkv * d).float()
         values = blocks.index_select(0, meta.key_blocks + num_blocks).view(r, length, hkv * d).float()
+        if self.fp8 is not None:
+            keys, values = keys * layer._k_scale_float, values * layer._v_scale_float
 
         qs = query[:t].reshape(t, h, d).index_select(0, meta.query_index)  # [R*C, H, D]
         qs = qs.view(r, c, hkv, g, d).permute(0, 2, 3, 1, 4).float()        # [R, Hkv, G, C, D]

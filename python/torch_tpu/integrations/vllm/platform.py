@@ -14,7 +14,7 @@ from vllm.logger import init_logger
 from vllm.platforms.cpu import CpuPlatform
 from vllm.platforms.interface import PlatformEnum
 
-from . import supported
+from . import kv_cache_fp8, supported
 
 logger = init_logger(__name__)
 
@@ -96,7 +96,8 @@ class TpuPlatform(CpuPlatform):
             ("multi-head latent attention (MLA)", cfg.use_mla),
             ("sparse attention", cfg.use_sparse),
             ("attention sinks", cfg.has_sink),
-            ("a quantized KV cache", cfg.kv_cache_dtype not in (None, "auto")),
+            (f"KV cache dtype {cfg.kv_cache_dtype!r} (tested: auto, {', '.join(kv_cache_fp8.FORMATS)})",
+             cfg.kv_cache_dtype not in (None, "auto", *kv_cache_fp8.FORMATS)),
         ) if used]
         if missing:
             # vLLM's own switch: DeepSeek's MLA layers as plain attention (tests_vllm/test_moe.py).

@@ -431,8 +431,9 @@ class TpuModelRunner(CPUModelRunner):
                     f"the cache's block size {spec.block_size}")
             shape = TpuPagedAttentionBackend.kv_cache_shape(
                 kv_cache_config.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_size)
+            dtype = TpuPagedAttentionBackend.kv_cache_torch_dtype(spec.dtype, self.cache_config.cache_dtype)
             for name in group.layer_names:
-                kv_caches[name] = torch.zeros(shape, dtype=spec.dtype, device=self.tpu)
+                kv_caches[name] = torch.zeros(shape, dtype=dtype, device=self.tpu)
         for name, target in self.shared_kv_cache_layers.items():
             kv_caches[name] = kv_caches[target]
         bind_kv_cache(kv_caches, self.compilation_config.static_forward_context, self.kv_caches,
