@@ -72,7 +72,8 @@ def _config(model=None, cache=None, parallel=None, **optional):
                   "is_hybrid": False, "is_attention_free": False, "runner_type": "generate",
                   "model_impl": "auto", "logits_processors": None, "enable_sleep_mode": False,
                   **(model or {})})
-    cache = NS(**{"kv_offloading_size": None, "kv_sharing_fast_prefill": False, **(cache or {})})
+    cache = NS(**{"kv_offloading_size": None, "kv_cache_dtype_skip_layers": [], "kv_sharing_fast_prefill": False,
+                  **(cache or {})})
     parallel = NS(**{"data_parallel_size": 1, "decode_context_parallel_size": 1,
                      "prefill_context_parallel_size": 1, "enable_expert_parallel": False,
                      "enable_eplb": False, "pipeline_parallel_size": 1, "tensor_parallel_size": 1,
@@ -104,6 +105,7 @@ def _config(model=None, cache=None, parallel=None, **optional):
     ({"additional_config": {"torch_tpu_device_sampling": False, "torch_tpu_device_sampler": False}},
      "additional_config key 'torch_tpu_device_sampler' (known: torch_tpu_device_sampling)"),
     ({"cache": {"kv_offloading_size": 4.0}}, "KV cache offloading"),
+    ({"cache": {"kv_cache_dtype_skip_layers": ["0"]}}, "kv_cache_dtype_skip_layers"),
     ({"parallel": {"data_parallel_size": 2}}, "data parallelism (data_parallel_size=2)"),
     ({"parallel": {"decode_context_parallel_size": 2}}, "context parallelism"),
     ({"parallel": {"enable_expert_parallel": True}}, "expert parallelism"),

@@ -150,6 +150,8 @@ def _model_features(model):
 def _cache_features(cache):
     return (
         ("KV cache offloading (kv_offloading_size)", bool(cache.kv_offloading_size)),
+        # The runner allocates every layer's cache in kv_cache_dtype (worker.py).
+        ("kv_cache_dtype_skip_layers", bool(cache.kv_cache_dtype_skip_layers)),
         ("kv_sharing_fast_prefill", cache.kv_sharing_fast_prefill),
     )
 
