@@ -35,7 +35,7 @@ test: install
 # with that venv's python. -fast is the CI slice (one tiny model, the server,
 # paged attention, n-gram speculative decoding, the refusals of untested options,
 # a tiny Qwen3-MoE and MoE routing, two LoRA adapters in a batch and refused
-# adapters, online fp8_per_tensor, int8 MoE experts and a W8A8-int8 checkpoint, two workers in
+# adapters, online fp8_per_tensor, int8 MoE experts, W8A8-int8, W4A16 and AWQ checkpoints, two workers in
 # tensor and in pipeline parallelism); test-vllm adds
 # the other models (MoE too), batching, preemption,
 # prefix caching, warm-up, draft models, quantization, structured output, LoRA
