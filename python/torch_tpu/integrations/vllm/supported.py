@@ -72,9 +72,6 @@ COMPRESSED_TENSORS_SCHEMES = {
 }
 
 
-def _compressed_tensors_features(model):
-    """A compressed-tensors checkpoint's config groups that no scheme of
-    COMPRESSED_TENSORS_SCHEMES covers."""
 def _fits(group, scheme):
     """Whether a config group quantizes the parts `scheme` does, each field
     one of its tested values."""
@@ -89,6 +86,9 @@ def _fits(group, scheme):
     return True
 
 
+def _compressed_tensors_features(model):
+    """A compressed-tensors checkpoint's config groups that no scheme of
+    COMPRESSED_TENSORS_SCHEMES covers."""
     if model.quantization != "compressed-tensors":
         return ()
     config = getattr(model.hf_config, "quantization_config", None) or {}
@@ -104,8 +104,6 @@ def _fits(group, scheme):
     return tuple((what, True) for what in found)
 
 
-def _describe(group):
-    parts = []
 # GPTQ and AWQ checkpoints (wna16.py) as tested: 4-bit, the LM head and
 # per-module overrides (GPTQModel's `dynamic`) not quantized.
 GPTQ_AWQ_BITS = (4,)
@@ -122,6 +120,8 @@ def _gptq_awq_features(model):
             (f"{name} checkpoints with per-module overrides (dynamic)", bool(config.get("dynamic"))))
 
 
+def _describe(group):
+    parts = []
     for part in ("weights", "input_activations", "output_activations"):
         args = group.get(part)
         if args:
