@@ -36,9 +36,10 @@ test: install
 # paged attention, n-gram speculative decoding, the refusals of untested options,
 # a tiny Qwen3-MoE and MoE routing, two LoRA adapters in a batch and refused
 # adapters, online fp8_per_tensor, int8 MoE experts, W8A8-int8, W4A16 and AWQ checkpoints, two workers in
-# tensor and in pipeline parallelism); test-vllm adds
+# tensor and in pipeline parallelism, Qwen3-MoE's experts split over two
+# workers); test-vllm adds
 # the other models (MoE too), batching, preemption,
-# prefix caching, warm-up, draft models, quantization, structured output, LoRA
+# prefix caching, warm-up, draft models, EAGLE, quantization, structured output, LoRA
 # adapters added and evicted at run time.
 VLLM_PYTHON = .venv-vllm/bin/python
 vllm-env: build
