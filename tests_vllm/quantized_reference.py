@@ -51,6 +51,50 @@ class Fp8Linear(nn.Module):
         return y.to(x.dtype).reshape(*x.shape[:-1], -1)
 
 
+BLOCK = 128   # fp8_per_block: weight blocks of BLOCK x BLOCK, activation groups of BLOCK channels
+
+
+def _per_block(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """x [M, K] zero-padded to whole rows x cols blocks, viewed [M/rows, rows, K/cols, cols]."""
+    m, k = x.shape
+    padded = torch.zeros(-(-m // rows) * rows, -(-k // cols) * cols, dtype=x.dtype)
+    padded[:m, :k] = x
+    return padded.view(padded.shape[0] // rows, rows, padded.shape[1] // cols, cols)
+
+
+def fp8_per_block(w: torch.Tensor):
+    """(fp8 values, float32 scale of each value) of weights [N, K] quantized
+    in BLOCK x BLOCK blocks: scale = max(|block|, 1e-4) / 448, the values w
+    times the scale's reciprocal, rounded (vLLM's per_block_cast_to_fp8)."""
+    n, k = w.shape
+    blocks = _per_block(w.float(), BLOCK, BLOCK)
+    scale = blocks.abs().amax(dim=(1, 3), keepdim=True).clamp(min=1e-4) / FP8_MAX
+    values = (blocks * (1.0 / scale)).to(FP8)
+
+    def whole(t):
+        return t.reshape(blocks.shape[0] * BLOCK, -1)[:n, :k]
+    return whole(values), whole(scale.expand(blocks.shape))
+
+
+class Fp8BlockLinear(nn.Module):
+    """fp8_per_block: y = dequant(q(x)) @ dequant(W_q).T, the weight in fp8
+    with a scale per BLOCK x BLOCK block (fp8_per_block), each token's groups
+    of BLOCK channels quantized by their own scale max(|group| / 448, vLLM's
+    floor), x / scale rounded."""
+
+    def __init__(self, values: torch.Tensor, scales: torch.Tensor):
+        super().__init__()
+        self.weight = values.float() * scales
+
+    def forward(self, x):
+        x2 = x.reshape(-1, x.shape[-1]).float()
+        groups = _per_block(x2, 1, BLOCK)
+        scale = (groups.abs().amax(dim=3, keepdim=True) / FP8_MAX).clamp(min=MIN_SCALE)
+        x_q = (groups / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8)
+        a = (x_q.float() * scale).reshape(x2.shape[0], -1)[:, : x2.shape[1]]
+        return (a @ self.weight.t()).to(x.dtype).reshape(*x.shape[:-1], -1)
+
+
 class W8A8Int8Linear(nn.Module):
     """A compressed-tensors W8A8-int8 layer: y = (q(x) @ W_q.T) * s_x * s_w with
     the checkpoint's int8 weight W_q and channel scales s_w, and each token x
@@ -150,6 +194,13 @@ def quantize_decoder(model: nn.Module, method: str) -> nn.Module:
             for group in FUSED:
                 linears = [getattr(block, name) for name in group if hasattr(block, name)]
                 if not linears:
+                    continue
+                if method == "fp8_per_block":   # blocks of the fused weight
+                    assert all(lin.bias is None for lin in linears)
+                    values, scales = fp8_per_block(torch.cat([lin.weight.detach() for lin in linears]))
+                    sizes = [lin.weight.shape[0] for lin in linears]
+                    for name, v, sc in zip(group, values.split(sizes), scales.split(sizes)):
+                        setattr(block, name, Fp8BlockLinear(v, sc))
                     continue
                 amax = torch.stack([lin.weight.detach().abs().max() for lin in linears]).max()
                 for name, lin in zip(group, linears):

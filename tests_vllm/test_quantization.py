@@ -100,6 +100,21 @@ def test_fp8_per_block_agrees_with_cpu_reference(models, tmp_path):
     _agrees_with_reference(got, prompts, ref, other, plain)
 
 
+def test_fp8_per_block_kernel_equals_its_definition():
+    # The kernel's product alone, on shapes no multiple of a block (the last
+    # blocks and groups cut): float32 against float64.
+    import torch_tpu  # noqa: F401
+    from torch_tpu.integrations.vllm.fp8_block import TpuBlockFP8Kernel
+    g = torch.Generator().manual_seed(0)
+    m, n, k = 5, 200, 300
+    a, b = (torch.randn(shape, generator=g).to(torch.float8_e4m3fn) for shape in ((m, k), (n, k)))
+    a_scale, b_scale = torch.rand(m, 3, generator=g), torch.rand(2, 3, generator=g)
+    got = TpuBlockFP8Kernel.apply_block_scaled_mm(None, *(t.to("tpu") for t in (a, b, a_scale, b_scale)))
+    a64 = a.double() * a_scale.double().repeat_interleave(128, 1)[:, :k]
+    b64 = b.double() * b_scale.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:n, :k]
+    torch.testing.assert_close(got.cpu().double(), a64 @ b64.t(), rtol=1e-5, atol=1e-5)
+
+
 def _agrees_with_reference(got, prompts, ref, other, plain):
     """vLLM on tpu's logprobs (`got`) are as close to the reference model
     `ref` as `other` (the same reference, HF's other attention) is, much
@@ -115,8 +130,11 @@ def _agrees_with_reference(got, prompts, ref, other, plain):
     assert distance < 0.5 * (tpu - _chosen(plain, tokens)).abs().mean().item()
 
     top2 = torch.cat([rows.topk(2, dim=-1).values for rows in ref])
-    decided = top2[:, 0] - top2[:, 1] > spread.max()
     argmax = torch.cat([rows.argmax(-1) for rows in ref])
+    # Where the reference's two attentions choose differently, no choice is
+    # the reference's (fp8_per_block: once at a margin of 0.32 over a spread
+    # of at most 0.30).
+    decided = (top2[:, 0] - top2[:, 1] > spread.max()) & (argmax == torch.cat([rows.argmax(-1) for rows in other]))
     chosen = torch.tensor([t for ts in tokens for t in ts])
     assert decided.sum() >= 10, "too few decided steps to compare"
     wrong = (decided & (chosen != argmax)).nonzero().flatten().tolist()

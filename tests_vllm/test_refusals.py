@@ -20,7 +20,7 @@ def _refused(models, llm, arch="llama"):
     ({"enable_lora": True, "speculative_config": {"method": "ngram", "num_speculative_tokens": 2,
                                                   "prompt_lookup_max": 2}},
      "LoRA adapters with speculative decoding"),
-    ({"quantization": "fp8_per_block", "dtype": "bfloat16"}, "does not support quantization 'fp8_per_block'"),
+    ({"quantization": "mxfp8", "dtype": "bfloat16"}, "does not support quantization 'mxfp8'"),
     ({"speculative_config": {"method": "ngram_gpu", "num_speculative_tokens": 2}},
      "speculative decoding method 'ngram_gpu'"),
     ({"pipeline_parallel_size": 2, "enable_lora": True},

@@ -1,4 +1,5 @@
-"""fp8 linear layers on tpu: vLLM's online `fp8_per_tensor` and `fp8_per_channel`.
+"""fp8 linear layers on tpu: vLLM's online `fp8_per_tensor` and `fp8_per_channel`
+(and, registered with them, `fp8_per_block`'s kernel: fp8_block.py).
 
 vLLM picks each quantized linear layer's kernel from per-platform lists, and an
 out-of-tree platform has none. Its PyTorch kernels (`PerTensorTorchFP8...`,
@@ -35,6 +36,8 @@ from vllm.model_executor.kernels.linear.scaled_mm.pytorch import (
 from vllm.model_executor.layers.quantization.utils.quant_utils import get_fp8_min_max
 from vllm.platforms import current_platform
 from vllm.platforms.interface import PlatformEnum
+
+from . import fp8_block
 
 # vLLM's smallest dynamic scale (input_quant_fp8.py): an all-zero input
 # quantizes to zeros, not NaN.
@@ -122,5 +125,6 @@ def register() -> None:
         return
     for kernel in KERNELS:
         register_linear_kernel(kernel, PlatformEnum.OOT, "fp8")
+    fp8_block.register()
     _custom_ops.scaled_fp8_quant = _scaled_fp8_quant(_custom_ops.scaled_fp8_quant)
     _registered = True

