@@ -346,7 +346,13 @@ class TpuModelRunner(CPUModelRunner):
         signature = tuple((t.shape, t.dtype) for t in inputs)
         hidden_type = self._hidden_types.get(signature)
         if self._launch_ahead and hidden_type is not None:
-            self._launched = self._step_logits = self._launcher.submit(self._launch, inputs)
+            started = threading.Event()
+            self._launched = self._step_logits = self._launcher.submit(self._launch, inputs, started)
+            # The launcher needs the GIL to reach the launch, which releases
+            # it: without this wait it got the GIL only when this thread next
+            # blocked (waiting for this very step, 1.2 ms later at the
+            # benchmark's decode step), and the program started that late.
+            started.wait()
             shape, dtype = hidden_type
             return torch.empty(shape, dtype=dtype)
         hidden, self._step_logits, self._step_token_ids = self._step(inputs)
@@ -354,7 +360,8 @@ class TpuModelRunner(CPUModelRunner):
         return hidden
 
     @torch.inference_mode()   # as vLLM runs execute_model
-    def _launch(self, inputs: list) -> list:
+    def _launch(self, inputs: list, started: threading.Event) -> list:
+        started.set()
         return self._step(inputs)
 
     def _step_work(self, ids, positions, zero_ids, rows, *received_metadata_and_caches):
