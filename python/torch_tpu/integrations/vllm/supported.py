@@ -204,15 +204,29 @@ def _lora_features(vllm_config):
              model is not None and bool(getattr(model, "enable_prompt_embeds", False))))
 
 
+# Quantization methods tested with tensor parallelism (tests_vllm/
+# test_parallel.py): each worker quantizes its shards, a sharded weight's
+# scale taken over the whole weight (communicator.py). fp8 and W8A8 also
+# quantize activations, which a row-parallel layer's worker does over its
+# half of the features: another quantization than one device's, whose
+# tokens it does not give (fp8_per_channel: docs/vllm.md).
+TENSOR_PARALLEL_QUANTIZATION = ("int8_per_channel_weight_only",)
+
+
 def _tensor_parallel_features(vllm_config):
-    """Tensor parallelism (communicator.py) is tested with unquantized dense
-    and MoE models and n-gram drafts (tests_vllm/test_parallel.py)."""
+    """Tensor parallelism (communicator.py) is tested with dense and MoE
+    models, the quantization methods above and n-gram drafts
+    (tests_vllm/test_parallel.py)."""
     size = vllm_config.parallel_config.tensor_parallel_size
     if size == 1:
         return ()
     model, spec = vllm_config.model_config, vllm_config.speculative_config
-    return ((f"tensor parallelism (tensor_parallel_size={size}) with quantization "
-             f"{getattr(model, 'quantization', None)!r}", getattr(model, "quantization", None) is not None),
+    quantization = getattr(model, "quantization", None)
+    return ((f"tensor parallelism (tensor_parallel_size={size}) with quantization {quantization!r} "
+             f"(tested: {', '.join(TENSOR_PARALLEL_QUANTIZATION)})",
+             quantization not in (None, *TENSOR_PARALLEL_QUANTIZATION)),
+            (f"expert parallelism with quantization {quantization!r}",
+             vllm_config.parallel_config.enable_expert_parallel and quantization is not None),
             ("tensor parallelism with LoRA adapters", getattr(vllm_config, "lora_config", None) is not None),
             (f"tensor parallelism with speculative decoding method {getattr(spec, 'method', None)!r} "
              "(tested: ngram)", spec is not None and spec.method != "ngram"))
