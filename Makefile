@@ -35,7 +35,8 @@ test: install
 # with that venv's python. -fast is the CI slice (one tiny model, the server,
 # paged attention, n-gram speculative decoding, the refusals of untested options,
 # a tiny Qwen3-MoE and MoE routing, two LoRA adapters in a batch and refused
-# adapters, online fp8_per_tensor, int8 MoE experts, W8A8-int8, W4A16 and AWQ checkpoints, two workers in
+# adapters, online fp8_per_tensor, fp8_per_block's kernel, an fp8 KV cache, int8 MoE
+# experts, W8A8-int8, W4A16 and AWQ checkpoints, two workers in
 # tensor and in pipeline parallelism, Qwen3-MoE's experts split over two
 # workers); test-vllm adds
 # the other models (MoE too), batching, preemption,

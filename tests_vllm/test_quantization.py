@@ -69,6 +69,7 @@ def test_fp8_agrees_with_cpu_reference(models, method, kernel, max_num_seqs):
     _agrees_with_reference(got, prompts, ref, other, quantized_reference.load(folder, None))
 
 
+@pytest.mark.slow   # the CI slice checks the kernel's product alone (below)
 def test_fp8_per_block_agrees_with_cpu_reference(models, tmp_path):
     # fp8_per_block (fp8_block.py): the weights fp8 with a scale per 128 x
     # 128 block, the activations quantized per token and 128 channels.
