@@ -103,7 +103,7 @@ class TpuPagedAttentionBackend(AttentionBackend):
     @staticmethod
     def kv_cache_torch_dtype(spec_dtype: torch.dtype, kv_cache_dtype: str) -> torch.dtype:
         """The dtype of a cache tensor vLLM's spec sizes as `spec_dtype`
-        (an fp8 cache: bytes)."""
+        (an fp8 cache: its bytes, kv_cache_fp8.py)."""
         return kv_cache_fp8.storage_dtype(spec_dtype, kv_cache_dtype)
 
     @staticmethod
@@ -266,10 +266,13 @@ class TpuPagedAttentionImpl(AttentionImpl):
         # each [R, L, Hkv * D] as the gather lays them out.
         num_blocks = kv_cache.shape[1] // block
         blocks = kv_cache.view(2 * num_blocks, block * hkv * d)
-        keys = blocks.index_select(0, meta.key_blocks).view(r, length, hkv * d).float()
-        values = blocks.index_select(0, meta.key_blocks + num_blocks).view(r, length, hkv * d).float()
-        if self.fp8 is not None:
-            keys, values = keys * layer._k_scale_float, values * layer._v_scale_float
+        keys = blocks.index_select(0, meta.key_blocks).view(r, length, hkv * d)
+        values = blocks.index_select(0, meta.key_blocks + num_blocks).view(r, length, hkv * d)
+        if self.fp8 is None:
+            keys, values = keys.float(), values.float()
+        else:
+            keys = kv_cache_fp8.dequantize(keys, self.fp8, layer._k_scale_float)
+            values = kv_cache_fp8.dequantize(values, self.fp8, layer._v_scale_float)
 
         qs = query[:t].reshape(t, h, d).index_select(0, meta.query_index)  # [R*C, H, D]
         qs = qs.view(r, c, hkv, g, d).permute(0, 2, 3, 1, 4).float()        # [R, Hkv, G, C, D]
