@@ -72,7 +72,7 @@ def _config(model=None, cache=None, parallel=None, **optional):
                   "is_hybrid": False, "is_attention_free": False, "runner_type": "generate",
                   "model_impl": "auto", "logits_processors": None, "enable_sleep_mode": False,
                   **(model or {})})
-    cache = NS(**{"kv_offloading_size": None, "kv_cache_dtype_skip_layers": [], "kv_sharing_fast_prefill": False,
+    cache = NS(**{"cache_dtype": "auto", "kv_offloading_size": None, "kv_cache_dtype_skip_layers": [], "kv_sharing_fast_prefill": False,
                   **(cache or {})})
     parallel = NS(**{"data_parallel_size": 1, "decode_context_parallel_size": 1,
                      "prefill_context_parallel_size": 1, "enable_expert_parallel": False,
@@ -106,6 +106,14 @@ def _config(model=None, cache=None, parallel=None, **optional):
      "additional_config key 'torch_tpu_device_sampler' (known: torch_tpu_device_sampling)"),
     ({"cache": {"kv_offloading_size": 4.0}}, "KV cache offloading"),
     ({"cache": {"kv_cache_dtype_skip_layers": ["0"]}}, "kv_cache_dtype_skip_layers"),
+    ({"cache": {"cache_dtype": "fp8"}, "lora_config": type("L", (), {"fully_sharded_loras": False})()},
+     "an fp8 KV cache (kv_cache_dtype='fp8') with LoRA adapters"),
+    ({"cache": {"cache_dtype": "fp8_e5m2"}, "speculative_config": type("S", (), {"method": "ngram"})()},
+     "an fp8_e5m2 KV cache (kv_cache_dtype='fp8_e5m2') with speculative decoding"),
+    ({"cache": {"cache_dtype": "fp8"}, "model": {"quantization": "fp8_per_tensor"}},
+     "an fp8 KV cache (kv_cache_dtype='fp8') with quantization 'fp8_per_tensor'"),
+    ({"cache": {"cache_dtype": "fp8_e4m3"}, "model": {"enable_prompt_embeds": True}},
+     "an fp8_e4m3 KV cache (kv_cache_dtype='fp8_e4m3') with prompt embeddings"),
     ({"parallel": {"data_parallel_size": 2}}, "data parallelism (data_parallel_size=2)"),
     ({"parallel": {"decode_context_parallel_size": 2}}, "context parallelism"),
     ({"parallel": {"enable_expert_parallel": True}}, "expert parallelism"),

@@ -156,6 +156,26 @@ def _cache_features(cache):
     )
 
 
+def _kv_cache_dtype_features(vllm_config):
+    """An fp8 KV cache (kv_cache_fp8.py) is tested with unquantized dense
+    models on one device, with chunked prefill and prefix caching
+    (tests_vllm/test_kv_cache_fp8.py); what else it meets is not."""
+    dtype = getattr(vllm_config.cache_config, "cache_dtype", "auto")
+    if dtype == "auto":
+        return ()
+    model, parallel = vllm_config.model_config, vllm_config.parallel_config
+    cache = f"an {dtype} KV cache (kv_cache_dtype={dtype!r})"
+    quantization = getattr(model, "quantization", None)
+    return ((f"{cache} with LoRA adapters", getattr(vllm_config, "lora_config", None) is not None),
+            (f"{cache} with speculative decoding", vllm_config.speculative_config is not None),
+            (f"{cache} with tensor or pipeline parallelism",
+             parallel.tensor_parallel_size > 1 or parallel.pipeline_parallel_size > 1),
+            (f"{cache} with quantization {quantization!r}", quantization is not None),
+            (f"{cache} with a multimodal model", model is not None and bool(model.is_multimodal_model)),
+            (f"{cache} with prompt embeddings (enable_prompt_embeds)",
+             model is not None and bool(getattr(model, "enable_prompt_embeds", False))))
+
+
 def _parallel_features(parallel):
     return (
         (f"data parallelism (data_parallel_size={parallel.data_parallel_size})",
@@ -272,6 +292,7 @@ def _untested_features(vllm_config) -> list[str]:
     found += multimodal.unsupported(vllm_config)
     features = (_additional_config_features(vllm_config)
                 + _cache_features(vllm_config.cache_config)
+                + _kv_cache_dtype_features(vllm_config)
                 + _lora_features(vllm_config)
                 + _parallel_features(vllm_config.parallel_config)
                 + _pipeline_parallel_features(vllm_config)
