@@ -65,7 +65,13 @@ def main(spec):
     torch_tpu.reset_metrics()
     start = time.perf_counter()
     waves = spec.get("waves", 1)
-    if waves == 1:
+    if spec.get("beam_search"):
+        from vllm.sampling_params import BeamSearchParams
+        outs = llm.beam_search(prompts, BeamSearchParams(**spec["beam_search"]), use_tqdm=False)
+        # Each prompt's beams, best first: the tokens after the prompt and their summed logprob.
+        tokens = [[s.tokens[len(p["prompt_token_ids"]):] for s in o.sequences] for p, o in zip(prompts, outs)]
+        extra = [[s.cum_logprob for s in o.sequences] for o in outs]
+    elif waves == 1:
         outs = llm.generate(prompts, params, use_tqdm=False)
         tokens = [list(o.outputs[0].token_ids) for o in outs]
         extra = [{"text": o.outputs[0].text, "finish_reason": o.outputs[0].finish_reason,

