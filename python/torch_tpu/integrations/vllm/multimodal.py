@@ -21,6 +21,7 @@ vision towers and modalities, image embeddings as input and the multimodal
 options that change the runner's path are refused at start (`unsupported`).
 """
 import torch
+from torch.utils._pytree import tree_map_only
 
 # Architecture -> its tested vision towers (the vision config's model_type).
 ARCHITECTURES = {"LlavaForConditionalGeneration": ("clip_vision_model",)}
@@ -91,13 +92,8 @@ def pixtral_without_torchvision() -> None:
 
 
 def _to(x, device):
-    if isinstance(x, torch.Tensor):
-        return x.to(device)
-    if isinstance(x, (list, tuple)):
-        return type(x)(_to(v, device) for v in x)
-    if isinstance(x, dict):
-        return {k: _to(v, device) for k, v in x.items()}
-    return x
+    """`x`'s tensors, in any nesting of lists, tuples and dicts, on `device`."""
+    return tree_map_only(torch.Tensor, lambda t: t.to(device), x)
 
 
 def install(model, device: torch.device) -> None:

@@ -48,6 +48,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
+from torch.utils._pytree import tree_map_only
 import torch_tpu
 from torch_tpu.compile.capture import CapturedFunction
 from vllm.forward_context import get_forward_context, set_forward_context
@@ -109,16 +110,9 @@ class _HostFacing:
     def __getattr__(self, name):
         return getattr(self._model, name)
 
-    def _to(self, x, device):
-        if isinstance(x, torch.Tensor):
-            return x.to(device)
-        if isinstance(x, (tuple, list)):
-            return type(x)(self._to(v, device) for v in x)
-        return x
-
     def __call__(self, **kwargs):
-        out = self._model(**{k: self._to(v, self._device) for k, v in kwargs.items()})
-        return self._to(out, "cpu")
+        out = self._model(**tree_map_only(torch.Tensor, lambda t: t.to(self._device), kwargs))
+        return tree_map_only(torch.Tensor, lambda t: t.cpu(), out)
 
     def compute_logits(self, hidden_states):
         return self._model.compute_logits(hidden_states.to(self._device)).cpu()
