@@ -72,6 +72,7 @@ def _through_host(reduce):
         if amax.device.type != "tpu":
             return reduce(amax, *args, **kwargs)
         return reduce(amax.cpu(), *args, **kwargs).to(amax.device)
+    on_host._torch_tpu = True
     return on_host
 
 
@@ -87,5 +88,6 @@ def register() -> None:
     for module in (fp8, int8, quant_utils):
         for name in _AMAX_REDUCTIONS:
             reduce = getattr(module, name, None)
-            if reduce is not None and not hasattr(reduce, "__wrapped__"):
+            # Marked, not told by __wrapped__: a decorator of vLLM's own may set that.
+            if reduce is not None and not getattr(reduce, "_torch_tpu", False):
                 setattr(module, name, _through_host(reduce))
