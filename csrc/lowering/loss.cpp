@@ -90,10 +90,10 @@ void check_nll(const Value& self, const Value& target, const std::optional<Value
               hlo::shape_str(weight->shape()));
 }
 
-// Each target as a one-hot mask over the class dim, rather than a gather:
-// the backward needs exactly this mask, and a target outside [0, C) (other
-// than ignore_index) then picks nothing and contributes 0 instead of being
-// clamped onto a class.
+// Each target as a one-hot mask over the class dim (the backward's and a
+// class weight's pick; the forward's input is gathered, picked_input): a
+// target outside [0, C) (other than ignore_index) then picks nothing and
+// contributes 0 instead of being clamped onto a class.
 struct Picked {
   Value mask;    // self-shaped: true at each position's target class
   Value valid;   // target-shaped: target != ignore_index
@@ -124,6 +124,30 @@ Picked pick(Builder& b, const Value& self, const Value& target, const std::optio
   return p;
 }
 
+// Each position's input at its target class, 0 where the target is outside
+// [0, C) (the mask above picks nothing there): a gather of one element per
+// target. Picking by the mask instead (a select and a sum over the classes)
+// makes XLA:CPU pass over the whole input in a reduce-window: 2-3 ms for the
+// GPT's [1024, 4096] logits, against microseconds for 1024 elements.
+Value picked_input(Builder& b, const Value& self, const Value& target, int64_t cdim, E acc) {
+  const int64_t classes = self.shape()[cdim], rank = self.rank();
+  Value t = cast(b, target, E::I64);
+  Value in_range = b.and_(b.compare(t, b.zeros(E::I64, t.shape()), Compare::GE),
+                          b.compare(t, b.full(double(classes), E::I64, t.shape()), Compare::LT));
+  // Coordinates [..., rank]: the target's own position in every dim but the
+  // class dim, which takes the target (clamped into range by the gather).
+  Shape one = t.shape();
+  one.push_back(1);
+  std::vector<Value> coords;
+  for (int64_t d = 0, td = 0; d < rank; ++d)
+    coords.push_back(b.reshape(d == cdim ? t : b.iota(hlo::TensorType{E::I64, t.shape()}, td++), one));
+  Builder::GatherDims g;
+  for (int64_t d = 0; d < rank; ++d) g.collapsed_slice_dims.push_back(d), g.start_index_map.push_back(d);
+  g.index_vector_dim = t.rank();
+  Value x = b.gather(self, b.concatenate(coords, t.rank()), g, Dims(rank, 1), t.shape());
+  return b.select(in_range, cast(b, x, acc), b.zeros(acc, t.shape()));
+}
+
 // (output, total_weight)
 std::vector<Value> nll_forward(Context& ctx, const Args& a, NllForm form) {
   Builder& b = ctx.b;
@@ -140,8 +164,7 @@ std::vector<Value> nll_forward(Context& ctx, const Args& a, NllForm form) {
   check_nll(self, target, weight, form);
   E acc = acc_type(self.dtype());
   Picked p = pick(b, self, target, weight, a[4].as_int(), acc);
-  Value x = cast(b, self, acc);
-  Value picked = b.reduce_sum(b.select(p.mask, x, b.zeros(acc, x.shape())), {p.cdim});
+  Value picked = picked_input(b, self, target, p.cdim, acc);
   // Ignored targets give exactly 0, even where the input is -inf.
   Value loss = b.select(p.valid, b.neg(b.mul(picked, p.weight)), b.zeros(acc, picked.shape()));
   if (r == None) return {cast(b, loss, self.dtype()), b.constant(0, self.dtype())};
