@@ -36,16 +36,8 @@
 
 #include "kernels/kernels.h"
 #include "kernels/parallel.h"
+#include "kernels/vector_exp.h"
 #include "xla/ffi/api/ffi.h"
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-// The plugin's own code is compiled for the host's vector units; ours is
-// built for any x86-64, so the hot loops come in AVX-512, AVX2 and baseline
-// forms chosen when the library loads.
-#define TORCH_TPU_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define TORCH_TPU_VECTOR_CLONES
-#endif
 
 namespace torch_tpu::kernels {
 
@@ -177,29 +169,12 @@ void weights_t_times_rows(const float* w, int64_t rows, const float* x, int64_t 
   accumulate(w, 1, kTk, x, rows, width, y, n);
 }
 
-// exp(x) in f32 for a row of kTk, vectorizable: 2^n times a degree-6
-// polynomial on [-ln2/2, ln2/2] (about 1 ulp); exactly 0 below -87.
+// exp(x - shift) * factor in f32 for a row of kTk (kernels/vector_exp.h:
+// about 1 ulp, exactly 0 below -87).
 TORCH_TPU_VECTOR_CLONES
 void exp_row(float* x, float shift, float factor) {
 #pragma omp simd
-  for (int64_t j = 0; j < kTk; ++j) {
-    float v = x[j] - shift;
-    const bool zero = !(v >= -87.0f);  // -inf and NaN-free -inf - -inf never reach here
-    v = std::min(std::max(v, -87.0f), 88.0f);
-    const float n = std::nearbyint(v * 1.44269504088896341f);
-    const float r = (v - n * 0.693359375f) + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-    float scale;
-    std::memcpy(&scale, &bits, 4);
-    x[j] = zero ? 0.0f : p * scale * factor;
-  }
+  for (int64_t j = 0; j < kTk; ++j) x[j] = exp_any(x[j] - shift) * factor;
 }
 
 // The max and the sum of a tile's row of kTk (masked keys past n hold -inf
