@@ -6,8 +6,6 @@
 
 // Defined beside their computations (XLA_FFI_DEFINE_HANDLER_SYMBOL).
 extern "C" XLA_FFI_Error* torch_tpu_gemm_host(XLA_FFI_CallFrame* frame);
-extern "C" XLA_FFI_Error* torch_tpu_log_softmax_backward_host(XLA_FFI_CallFrame* frame);
-extern "C" XLA_FFI_Error* torch_tpu_log_softmax_host(XLA_FFI_CallFrame* frame);
 extern "C" XLA_FFI_Error* torch_tpu_paged_attention_host(XLA_FFI_CallFrame* frame);
 extern "C" XLA_FFI_Error* torch_tpu_sdpa_backward_host(XLA_FFI_CallFrame* frame);
 extern "C" XLA_FFI_Error* torch_tpu_sdpa_forward_host(XLA_FFI_CallFrame* frame);
@@ -23,11 +21,6 @@ const std::vector<Kernel>& table() {
       {"gemm", "torch_tpu_gemm", "XLA's dot_general (lowering/matmul.cpp)",
        gemm_library_loaded() ? std::vector<Handler>{{"Host", reinterpret_cast<void*>(&torch_tpu_gemm_host)}}
                              : std::vector<Handler>{}},
-      {"log_softmax", "torch_tpu_log_softmax", "the composite log_softmax (lowering/normalization.cpp)",
-       {{"Host", reinterpret_cast<void*>(&torch_tpu_log_softmax_host)}}},
-      {"log_softmax_backward", "torch_tpu_log_softmax_backward",
-       "the composite log_softmax backward (lowering/normalization.cpp)",
-       {{"Host", reinterpret_cast<void*>(&torch_tpu_log_softmax_backward_host)}}},
       {"paged_attention", "torch_tpu_paged_attention",
        "the vLLM backend's composite (integrations/vllm/attention.py)",
        {{"Host", reinterpret_cast<void*>(&torch_tpu_paged_attention_host)}}},
@@ -39,9 +32,6 @@ const std::vector<Kernel>& table() {
 #else
   static const std::vector<Kernel> kernels = {
       {"gemm", "torch_tpu_gemm", "XLA's dot_general (lowering/matmul.cpp)", {}},
-      {"log_softmax", "torch_tpu_log_softmax", "the composite log_softmax (lowering/normalization.cpp)", {}},
-      {"log_softmax_backward", "torch_tpu_log_softmax_backward",
-       "the composite log_softmax backward (lowering/normalization.cpp)", {}},
       {"paged_attention", "torch_tpu_paged_attention",
        "the vLLM backend's composite (integrations/vllm/attention.py)", {}},
       {"sdpa_backward", "torch_tpu_sdpa_backward", "the composite SDPA backward (lowering/attention.cpp)", {}},

@@ -4,7 +4,6 @@
 // as PyTorch's kernels do.
 #include "lowering/common.h"
 #include "lowering/gemm_kernel.h"
-#include "lowering/log_softmax_kernel.h"
 #include "lowering/registry.h"
 
 namespace torch_tpu::lowering {
@@ -48,8 +47,6 @@ Value softmax_forward(Context& ctx, const Args& a, Softmax kind) {
   // half_to_float (a CUDA-only flag in PyTorch) asks for an f32 result.
   E out = a[2].as_bool() ? E::F32 : x.dtype();
   Along ax = along(x, a[1]);
-  if (kind == Softmax::Log && out == x.dtype())
-    if (std::optional<Value> k = log_softmax_kernel(ctx, x, ax.dims[0])) return *k;
   Value v = cast(b, ax.view(b, x), acc_type(x.dtype()));
   // Rows whose max is -inf (all -inf) come out NaN, as on the CPU.
   Value shifted = b.sub(v, spread(b, b.reduce_max(v, ax.dims), v.shape(), ax.dims));
@@ -64,8 +61,6 @@ Value softmax_backward(Context& ctx, const Args& a, Softmax kind) {
   Value g = a[0].as_tensor(), y = a[1].as_tensor();
   E out = a[3].as_dtype();
   Along ax = along(y, a[2]);
-  if (kind == Softmax::Log && out == y.dtype())
-    if (std::optional<Value> k = log_softmax_backward_kernel(ctx, g, y, ax.dims[0])) return *k;
   E acc = acc_type(promote(g.dtype(), y.dtype()));
   Value gv = cast(b, ax.view(b, g), acc), yv = cast(b, ax.view(b, y), acc);
   Value r;
