@@ -181,6 +181,21 @@ def time_sampling(worker):
             runner.bench_sampling["seconds"] += time.thread_time() - t0
 
     runner._sample_on_host = timed
+    # A step whose tokens stay on the device is booked without waiting for
+    # them (worker.TpuModelRunner._book, given its tokens): that is its sampling.
+    book = runner._book
+
+    def timed_book(grammar_output, tokens=None):
+        if tokens is None:   # inside _sample_on_host, timed above
+            return book(grammar_output)
+        t0 = time.thread_time()
+        try:
+            return book(grammar_output, tokens)
+        finally:
+            runner.bench_sampling["steps"] += 1
+            runner.bench_sampling["seconds"] += time.thread_time() - t0
+
+    runner._book = timed_book
 
 
 def sampling_times(worker):

