@@ -1,19 +1,19 @@
-"""The deferred sampling behind async scheduling (worker._DeferredSample): a
+"""The deferred sampling behind async scheduling (step_outputs.DeferredSample): a
 step is sampled once, whoever asks first (the engine's output thread or the
 runner's next step, at the same time too), and a sampling that failed fails
 every ask instead of handing vLLM an empty output. A step sampled on the
-device leaves its tokens there (worker._StepOutput): the host gets them when
+device leaves its tokens there (step_outputs.StepOutput): the host gets them when
 asked, and the next step's program patches them into its ids."""
 import threading
 
 import pytest
 
-from torch_tpu.integrations.vllm.worker import _DeferredSample
+from torch_tpu.integrations.vllm.step_outputs import DeferredSample
 
 
 def test_samples_once_for_every_ask():
     calls = []
-    deferred = _DeferredSample(lambda: calls.append(1) or {"tokens": [7]})
+    deferred = DeferredSample(lambda: calls.append(1) or {"tokens": [7]})
     first = deferred.get_output()
     assert deferred.get_output() is first == {"tokens": [7]}
     assert calls == [1]
@@ -28,7 +28,7 @@ def test_two_threads_asking_at_once_sample_once():
         release.wait(10)
         return "output"
 
-    deferred = _DeferredSample(sample)
+    deferred = DeferredSample(sample)
     got = []
     threads = [threading.Thread(target=lambda: got.append(deferred.get_output())) for _ in range(2)]
     threads[0].start()
@@ -44,13 +44,13 @@ def test_a_failed_sampling_fails_every_ask():
     def sample():
         raise RuntimeError("device lost")
 
-    deferred = _DeferredSample(sample)
+    deferred = DeferredSample(sample)
     for _ in range(2):
         with pytest.raises(RuntimeError, match="device lost"):
             deferred.get_output()
 
 
-# Tokens left on the device (worker._StepOutput, worker.TpuModelRunner._patch_ids).
+# Tokens left on the device (step_outputs.StepOutput, worker.TpuModelRunner._patch_ids).
 
 def _booked(rows):
     from vllm.v1.outputs import ModelRunnerOutput
@@ -62,12 +62,12 @@ def _booked(rows):
 def test_step_output_takes_the_launched_steps_tokens():
     import torch
     from concurrent.futures import Future
-    from torch_tpu.integrations.vllm.worker import _StepOutput
+    from torch_tpu.integrations.vllm.step_outputs import StepOutput
 
     launched = Future()
     # The program's tokens are padded past the step's rows; row 1 was a
     # partial prefill, whose token vLLM discards.
-    step = _StepOutput(_booked(3), launched, 3, None, [1])
+    step = StepOutput(_booked(3), launched, 3, None, [1])
     launched.set_result([None, None, torch.tensor([11, 12, 13, 0, 0])])
     step.synchronize()   # as vLLM's input batch does before repairing placeholders
     assert step.sampled_token_ids_cpu.tolist() == [[11], [12], [13]]
@@ -76,11 +76,11 @@ def test_step_output_takes_the_launched_steps_tokens():
 
 def test_step_output_of_a_failed_step_fails_every_ask():
     from concurrent.futures import Future
-    from torch_tpu.integrations.vllm.worker import _StepOutput
+    from torch_tpu.integrations.vllm.step_outputs import StepOutput
 
     launched = Future()
     launched.set_exception(RuntimeError("program failed"))
-    step = _StepOutput(_booked(2), launched, 2, None, [])
+    step = StepOutput(_booked(2), launched, 2, None, [])
     for _ in range(2):
         with pytest.raises(RuntimeError, match="program failed"):
             step.get_output()

@@ -26,7 +26,7 @@ With vLLM's async scheduling (its default), the engine schedules step N+1
 before it has step N's tokens. GPUModelRunner's own async mode keeps the
 sampled tokens on the device with CUDA streams and events; this runner samples
 on the host, so it keeps the synchronous bookkeeping and defers the sampling
-instead: `sample_tokens` returns a `_DeferredSample` at once, and step N is
+instead: `sample_tokens` returns a `DeferredSample` at once, and step N is
 sampled when its output is asked for or when step N+1 starts, whichever comes
 first. XLA's CPU plugin runs a program inline on the thread that launches
 it once its inputs are ready, so a launch from the engine's thread would
@@ -49,7 +49,7 @@ step's program replaces with this step's token from its row (`_patch_ids`),
 on the device: the engine's thread prepares and uploads step N+1 while step
 N runs, and the launcher runs N+1 after N. The markers never reach the
 model; a placeholder (-1) left in the ids is an error, not a token. The
-host gets the tokens when vLLM asks for the step's output (`_StepOutput`).
+host gets the tokens when vLLM asks for the step's output (`StepOutput`).
 """
 import contextlib
 import dataclasses
@@ -67,7 +67,6 @@ import vllm.envs as envs
 from vllm.forward_context import get_forward_context, set_forward_context
 from vllm.logger import init_logger
 from vllm.utils.torch_utils import set_random_seed
-from vllm.v1.outputs import AsyncModelRunnerOutput
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 from vllm.v1.worker.cpu_worker import CPUWorker
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
@@ -77,6 +76,7 @@ from vllm.v1.worker.worker_base import CompilationTimes
 from . import communicator, fp8, int8, lora, memory, moe, multimodal, pipeline, sampling, wna16
 from .attention import METADATA_TENSORS, TpuPagedAttentionBackend, warmup_metadata
 from .buckets import query_layout, step_buckets, token_bucket
+from .step_outputs import DeferredSample, StepOutput
 
 # Under vLLM's logger, so that its level and format apply.
 logger = init_logger(f"vllm.{__name__}")
@@ -92,65 +92,6 @@ _SWITCH_INTERVAL = 0.0005
 
 def _device() -> torch.device:
     return torch.device("tpu", torch.tpu.current_device())
-
-
-class _DeferredSample(AsyncModelRunnerOutput):
-    """A step's ModelRunnerOutput, sampled once, by whichever asks first: the
-    engine (get_output, from its output thread under multiprocessing) or the
-    runner's next step. The lock keeps the sampling, which updates the
-    runner's batch, from running twice or beside the next step. A sampling
-    that failed fails every ask."""
-
-    def __init__(self, sample):
-        self._sample = sample
-        self._output = self._error = None
-        self._lock = threading.Lock()
-
-    def get_output(self):
-        with self._lock:
-            if self._sample is not None:
-                sample, self._sample = self._sample, None
-                try:
-                    self._output = sample()
-                except BaseException as e:
-                    self._error = e
-            if self._error is not None:
-                raise self._error
-            return self._output
-
-
-class _StepOutput(AsyncModelRunnerOutput):
-    """A step's ModelRunnerOutput whose tokens vLLM's bookkeeping left as
-    placeholders: they come to the host when the output is asked for (the
-    engine) or when vLLM repairs its placeholders before sampling a later
-    step (`synchronize`, the event vLLM's input batch waits on). `ids` is a
-    host tensor, a tpu tensor or the Future of a launched step (whose third
-    result is its tokens); a step whose program failed fails every ask."""
-
-    def __init__(self, output, ids, rows, logprobs, invalid):
-        self._output, self._ids, self._rows = output, ids, rows
-        self._logprobs, self._invalid = logprobs, invalid
-        self.sampled_token_ids_cpu = torch.empty(rows, 1, dtype=torch.int32)
-        self._done = False
-        self._lock = threading.Lock()
-
-    @torch.inference_mode()   # the host tensor was made under it (sample_tokens)
-    def synchronize(self) -> None:
-        with self._lock:
-            if not self._done:
-                ids = self._ids.result()[2] if isinstance(self._ids, Future) else self._ids
-                self.sampled_token_ids_cpu.copy_(ids.cpu().reshape(-1, 1)[: self._rows])
-                self._ids, self._done = None, True
-
-    def get_output(self):
-        self.synchronize()
-        output = self._output
-        output.sampled_token_ids = self.sampled_token_ids_cpu.tolist()
-        for i in self._invalid:
-            output.sampled_token_ids[i].clear()
-        if self._logprobs is not None:
-            output.logprobs = self._logprobs.tolists()
-        return output
 
 
 class _HostFacing:
@@ -193,7 +134,7 @@ class TpuModelRunner(CPUModelRunner):
         with _synchronous_runner(vllm_config.scheduler_config) as ahead:
             super().__init__(vllm_config, device)   # host buffers: `device` is the CPU
         self._scheduled_ahead = ahead   # vLLM's async scheduling: sample lazily
-        self._pending_sample = None     # the last step's _DeferredSample, if not yet sampled
+        self._pending_sample = None     # the last step's DeferredSample, if not yet sampled
         self.tpu = _device()
         self._sampled_rows = None   # rows of this step's logits that are real
         self._fresh_blocks = []     # blocks to zero in the next step's program
@@ -310,7 +251,7 @@ class TpuModelRunner(CPUModelRunner):
         sample = functools.partial(self._sample_on_host, grammar_output)
         if not self._scheduled_ahead:
             return sample()
-        self._pending_sample = _DeferredSample(sample)
+        self._pending_sample = DeferredSample(sample)
         return self._pending_sample
 
     def _sampled_on_device(self, grammar_output) -> bool:
@@ -337,7 +278,7 @@ class TpuModelRunner(CPUModelRunner):
 
     def _book(self, grammar_output, tokens=None):
         """vLLM's sample_tokens, whose bookkeeping leaves placeholders
-        (`use_async_scheduling`) for this runner's _StepOutput to fill;
+        (`use_async_scheduling`) for this runner's StepOutput to fill;
         `tokens` are the step's tokens on the device, or None when vLLM
         samples them on the host. The end of vLLM's sample_tokens wraps
         its output for CUDA streams: _bookkeeping_sync turns the mode off
@@ -353,7 +294,7 @@ class TpuModelRunner(CPUModelRunner):
         sampler_output, invalid = booked
         ids = sampler_output.sampled_token_ids if tokens is None else tokens
         self._prev_ids = tokens
-        step = _StepOutput(output, ids, sampler_output.sampled_token_ids.shape[0],
+        step = StepOutput(output, ids, sampler_output.sampled_token_ids.shape[0],
                            sampler_output.logprobs_tensors, invalid)
         self.input_batch.set_async_sampled_token_ids(step.sampled_token_ids_cpu, step)
         return step
@@ -396,7 +337,7 @@ class TpuModelRunner(CPUModelRunner):
         if not self._tokens_ahead:
             return super().sample_tokens(grammar_output)
         output = self._book(grammar_output)
-        return output.get_output() if isinstance(output, _StepOutput) else output
+        return output.get_output() if isinstance(output, StepOutput) else output
 
     def _sample(self, logits, spec_decode_metadata):
         device_ids, self._device_ids = self._device_ids, None
