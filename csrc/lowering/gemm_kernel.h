@@ -1,7 +1,6 @@
 // Which matrix products run the GEMM platform kernel (kernels/gemm.cpp:
-// MKL) instead of XLA's dot, and which sums run it as products with ones
-// instead of XLA's reduce: the tables of shape classes, in gemm_kernel.cpp,
-// written from measurements.
+// MKL) instead of XLA's dot: the one table of shape classes, in
+// gemm_kernel.cpp, written from measurements.
 #pragma once
 
 #include <optional>
@@ -15,12 +14,5 @@ namespace torch_tpu::lowering {
 // XLA's dot is given), where the kernel runs here and the table says it
 // beats XLA's dot; nullopt elsewhere, and the caller emits the dot.
 std::optional<Value> gemm_kernel(Context& ctx, const Value& lhs, const Value& rhs, bool batched);
-
-// The sum of `x` over `dims` (sorted): for f32 over its leading dims (a
-// bias's or a norm weight's gradient) or its trailing ones (a softmax over a
-// vocabulary), the kernel's product of `x` seen as a matrix with a vector of
-// ones, where the kernel runs here and the table says it beats XLA's
-// reduction; else Builder::reduce_sum.
-Value sum_by_kernel(Context& ctx, const Value& x, const std::vector<int64_t>& dims);
 
 }  // namespace torch_tpu::lowering
