@@ -11,6 +11,12 @@ import torch
 from vllm.v1.outputs import AsyncModelRunnerOutput
 
 
+def step_tokens(tokens) -> torch.Tensor:
+    """A step's tokens from what the runner keeps of them: the tensor, or the
+    Future of a step launched ahead, whose third result they are (waited for)."""
+    return tokens.result()[2] if isinstance(tokens, Future) else tokens
+
+
 class DeferredSample(AsyncModelRunnerOutput):
     """A step's ModelRunnerOutput, sampled once, by whichever asks first: the
     engine (get_output, from its output thread under multiprocessing) or the
@@ -55,8 +61,8 @@ class StepOutput(AsyncModelRunnerOutput):
     def synchronize(self) -> None:
         with self._lock:
             if not self._done:
-                ids = self._ids.result()[2] if isinstance(self._ids, Future) else self._ids
-                self.sampled_token_ids_cpu.copy_(ids.cpu().reshape(-1, 1)[: self._rows])
+                ids = step_tokens(self._ids).cpu()
+                self.sampled_token_ids_cpu.copy_(ids.reshape(-1, 1)[: self._rows])
                 self._ids, self._done = None, True
 
     def get_output(self):

@@ -76,7 +76,7 @@ from vllm.v1.worker.worker_base import CompilationTimes
 from . import communicator, fp8, int8, lora, memory, moe, multimodal, pipeline, sampling, wna16
 from .attention import METADATA_TENSORS, TpuPagedAttentionBackend, warmup_metadata
 from .buckets import query_layout, step_buckets, token_bucket
-from .step_outputs import DeferredSample, StepOutput
+from .step_outputs import DeferredSample, StepOutput, step_tokens
 
 # Under vLLM's logger, so that its level and format apply.
 logger = init_logger(f"vllm.{__name__}")
@@ -313,6 +313,7 @@ class TpuModelRunner(CPUModelRunner):
         prompt embeddings are on the host already, and padded as well."""
         state = self.execute_model_state
         if state is not None and state.logits is not None:
+            on_device = self._sampled_on_device(grammar_output)
             logits = state.logits
             token_ids, self._step_token_ids = self._step_token_ids, None
             if isinstance(logits, Future):   # launched ahead (_run_step)
@@ -321,10 +322,7 @@ class TpuModelRunner(CPUModelRunner):
                 # which runs without async scheduling (platform.py).
                 state = state._replace(hidden_states=hidden, sample_hidden_states=None)
             rows, self._sampled_rows = self._sampled_rows, None
-            if (self._device_sampling and token_ids is not None and rows is not None
-                    and sampling.on_device(self.input_batch.sampling_metadata,
-                                           self.num_prompt_logprobs, grammar_output,
-                                           state.spec_decode_metadata)):
+            if on_device:
                 # Only the ids come to the host; _sample hands them to vLLM.
                 self._device_ids = token_ids.cpu()[:rows]   # no program per row count
                 self.execute_model_state = state._replace(logits=None)
@@ -445,7 +443,7 @@ class TpuModelRunner(CPUModelRunner):
         """The last step's tokens on tpu, for the markers of this step's ids;
         zeros (one program signature) where there are none."""
         if prev is not None:
-            return prev.result()[2] if isinstance(prev, Future) else prev
+            return step_tokens(prev)
         if self._no_prev_ids is None:
             self._no_prev_ids = torch.zeros(self._ids_width, dtype=torch.long, device=self.tpu)
         return self._no_prev_ids
