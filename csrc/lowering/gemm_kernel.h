@@ -15,11 +15,4 @@ namespace torch_tpu::lowering {
 // beats XLA's dot; nullopt elsewhere, and the caller emits the dot.
 std::optional<Value> gemm_kernel(Context& ctx, const Value& lhs, const Value& rhs, bool batched);
 
-// The sum of `x` over `dims` (sorted): for f32 over its leading dims (a
-// bias's or a norm weight's gradient) or its trailing ones (a softmax over a
-// vocabulary), blocks of its terms summed by the kernel as products with
-// ones and the blocks' sums by XLA's reduce, where the kernel runs here and
-// the table says it beats XLA's reduce alone; else Builder::reduce_sum.
-Value sum_by_kernel(Context& ctx, const Value& x, const std::vector<int64_t>& dims);
-
 }  // namespace torch_tpu::lowering

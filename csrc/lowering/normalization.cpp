@@ -3,7 +3,6 @@
 // and reach the backend as these ops. Half-precision inputs are computed in f32 and rounded once at the end,
 // as PyTorch's kernels do.
 #include "lowering/common.h"
-#include "lowering/gemm_kernel.h"
 #include "lowering/registry.h"
 
 namespace torch_tpu::lowering {
@@ -51,7 +50,7 @@ Value softmax_forward(Context& ctx, const Args& a, Softmax kind) {
   // Rows whose max is -inf (all -inf) come out NaN, as on the CPU.
   Value shifted = b.sub(v, spread(b, b.reduce_max(v, ax.dims), v.shape(), ax.dims));
   Value e = b.exp(shifted);
-  Value s = spread(b, sum_by_kernel(ctx, e, ax.dims), v.shape(), ax.dims);
+  Value s = spread(b, b.reduce_sum(e, ax.dims), v.shape(), ax.dims);
   Value r = kind == Softmax::Log ? b.sub(shifted, b.log(s)) : b.div(e, s);
   return cast(b, ax.back(b, r), out);
 }
@@ -66,11 +65,11 @@ Value softmax_backward(Context& ctx, const Args& a, Softmax kind) {
   Value r;
   if (kind == Softmax::Log) {
     // d/dx of x - logsumexp(x): g - softmax(x) * sum(g)
-    Value s = spread(b, sum_by_kernel(ctx, gv, ax.dims), gv.shape(), ax.dims);
+    Value s = spread(b, b.reduce_sum(gv, ax.dims), gv.shape(), ax.dims);
     r = b.sub(gv, b.mul(b.exp(yv), s));
   } else {
     // y * (g - sum(g * y))
-    Value s = spread(b, sum_by_kernel(ctx, b.mul(gv, yv), ax.dims), gv.shape(), ax.dims);
+    Value s = spread(b, b.reduce_sum(b.mul(gv, yv), ax.dims), gv.shape(), ax.dims);
     r = b.mul(yv, b.sub(gv, s));
   }
   return cast(b, ax.back(b, r), out);
@@ -191,7 +190,7 @@ std::vector<Value> lower_native_layer_norm_backward(Context& ctx, const Args& a)
   Value dx = b.mul(rstd_b, b.sub(b.sub(gw, mean_gw), b.mul(xhat, mean_gwx)));
 
   // With no batch dims the parameter gradients need no reduction at all.
-  auto over_batch = [&](Value v) { return d.batch.empty() ? v : sum_by_kernel(ctx, v, d.batch); };
+  auto over_batch = [&](Value v) { return d.batch.empty() ? v : b.reduce_sum(v, d.batch); };
   Value dw = over_batch(b.mul(ga, xhat));
   Value db = over_batch(ga);
   return {cast(b, dx, x.dtype()), cast(b, dw, w ? w->dtype() : x.dtype()),
