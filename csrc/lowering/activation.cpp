@@ -138,6 +138,20 @@ Value normal_cdf(Builder& b, Value x) {
   return b.mul(b.add(splat(b, 1, x), e), splat(b, 0.5, x));
 }
 
+// Phi(x) + v for an f32 x, as one fraction over erf's denominator Q:
+// (Q (1/2 + v) + num / 2) / Q, where erf(x / sqrt 2) = num / Q. XLA:CPU
+// copies cheap ops into each consumer fusion but never an expensive one (a
+// division, an exp): where GELU's backward fed two fusions (the weight
+// gradient's product and a bias gradient's sum over blocks of rows), erf's
+// division and the exp inside became passes of their own over the
+// activations, then the rest was computed twice. With the division last, the
+// derivative is one pass, and its consumers read it.
+Value normal_cdf_plus(Builder& b, Value x, Value v) {
+  ErfFraction erf = erf_fraction(b, b.mul(x, splat(b, M_SQRT1_2, x)));
+  Value half = splat(b, 0.5, x);
+  return b.div(b.add(b.mul(erf.den, b.add(half, v)), b.mul(erf.num, half)), erf.den);
+}
+
 Values lower_gelu(Context& ctx, const Args& args) {
   Builder& b = ctx.b;
   bool approx = gelu_tanh(args.at(1));
@@ -163,7 +177,7 @@ Values lower_gelu_backward(Context& ctx, const Args& args) {
   } else {
     // Phi(x) + x phi(x)
     Value pdf = b.mul(b.exp(b.mul(b.mul(x, x), splat(b, -0.5, x))), splat(b, 0.5 * M_2_SQRTPI * M_SQRT1_2, x));
-    d = b.add(normal_cdf(b, x), b.mul(x, pdf));
+    d = x.dtype() == E::F32 ? normal_cdf_plus(b, x, b.mul(x, pdf)) : b.add(normal_cdf(b, x), b.mul(x, pdf));
   }
   return done(b, b.mul(g, d), t);
 }

@@ -127,6 +127,14 @@ inline Value any_nonzero(hlo::Builder& r, Value v) {
 Value erf(hlo::Builder& b, Value x);
 Value erfc(hlo::Builder& b, Value x);
 
+// erf of an f32 value as num / den before the division (den >= 1; num is
+// +-den where erf is +-1), for a caller that adds more terms over den: erf's
+// own value rounds c P / Q as c (P / Q), so the two differ by an ulp or two.
+struct ErfFraction {
+  Value num, den;
+};
+ErfFraction erf_fraction(hlo::Builder& b, Value x);
+
 }  // namespace torch_tpu::lowering
 
 // ---- added by the reduction/matmul/normalization/loss/indexing/shape lowerings

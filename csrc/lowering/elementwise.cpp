@@ -93,14 +93,26 @@ constexpr double kErfP[] = {1.1283790940372318,     0.20712455767236718,   0.051
 constexpr double kErfQ[] = {1.0, 0.5168906082086666, 0.11797045920118605, 0.014958011285969209,
                             0.001021106639462374};
 
-Value erf_rational(Builder& b, Value x) {
-  Value one = splat(b, 1, x);
-  Value c = b.clamp(splat(b, -4, x), x, splat(b, 4, x));
-  Value s = b.mul(c, c);
-  Value r = b.mul(c, b.div(horner(b, s, kErfP, 7), horner(b, s, kErfQ, 5)));
+// Past |x| = 3.92, the sign of x times `one`; else r clamped to [-one, one].
+Value erf_saturated(Builder& b, Value x, Value r, Value one) {
   r = b.clamp(b.neg(one), r, one);
   Value saturated = b.select(is_negative(b, x), b.neg(one), one);
   return b.select(b.compare(b.abs(x), splat(b, 3.92, x), Compare::GE), saturated, r);
+}
+
+// x clamped to [-4, 4], and P and Q of its square.
+struct ErfTerms {
+  Value c, p, q;
+};
+ErfTerms erf_terms(Builder& b, Value x) {
+  Value c = b.clamp(splat(b, -4, x), x, splat(b, 4, x));
+  Value s = b.mul(c, c);
+  return {c, horner(b, s, kErfP, 7), horner(b, s, kErfQ, 5)};
+}
+
+Value erf_rational(Builder& b, Value x) {
+  ErfTerms t = erf_terms(b, x);
+  return erf_saturated(b, x, b.mul(t.c, b.div(t.p, t.q)), splat(b, 1, x));
 }
 
 Value erf_impl(Builder& b, Value x) {
@@ -171,6 +183,12 @@ void check_dtype(bool ok, const char* kernel, ElementType t) {
 
 Value erf(Builder& b, Value x) { return in_opmath<erf_impl>(b, x); }
 Value erfc(Builder& b, Value x) { return in_opmath<erfc_impl>(b, x); }
+
+ErfFraction erf_fraction(Builder& b, Value x) {
+  TPU_CHECK(x.dtype() == E::F32, ErrorKind::Runtime, "erf_fraction takes f32, got ", hlo::short_name(x.dtype()));
+  ErfTerms t = erf_terms(b, x);
+  return {erf_saturated(b, x, b.mul(t.c, t.p), t.q), t.q};
+}
 
 namespace {
 
