@@ -36,7 +36,20 @@ def test_decode_keys_pad_to_half_octaves():
         key_bucket(65, 32, max_seqs, max_blocks)
 
 
-@pytest.mark.parametrize("max_tokens,max_seqs,max_len", [(128, 8, 256), (2048, 256, 4096), (96, 32, 200)])
+def test_large_steps_pad_to_half_octaves():
+    # Up to 1024 tokens a step pads to a power of two; past it, also to 1.5
+    # times one, so a step of 2176 tokens (32 prompts) runs 3072 wide, not 4096.
+    sizes = {n: token_bucket(n, 8192) for n in (1, 17, 33, 600, 1024, 1025, 1537, 2176, 3073, 6145, 8192)}
+    assert sizes == {1: 16, 17: 32, 33: 64, 600: 1024, 1024: 1024, 1025: 1536, 1537: 2048, 2176: 3072,
+                     3073: 4096, 6145: 8192, 8192: 8192}
+    assert token_bucket(2900, 3000) == 3000              # the cap is a size of its own
+    assert token_bucket(1500, 3000) == 1536
+    with pytest.raises(ValueError, match="over its limit"):
+        token_bucket(8193, 8192)
+
+
+@pytest.mark.parametrize("max_tokens,max_seqs,max_len",
+                         [(128, 8, 256), (2048, 256, 4096), (96, 32, 200), (8192, 32, 1024)])
 def test_every_batch_lands_in_the_warmup_set(max_tokens, max_seqs, max_len):
     block = 16
     max_blocks = -(-max_len // block)

@@ -4,8 +4,12 @@ XLA programs have static shapes, and a step runs as one fused program per
 distinct set of input shapes. A step's shapes depend on two padded sizes only:
 
 - the token count T, padded to a power of two (at least 16, at most
-  max_num_batched_tokens); the sequence count and the query layout of
-  attention are functions of T (`query_layout`), not sizes of their own;
+  max_num_batched_tokens), and from 1024 tokens also to 1.5 times one
+  (`token_sizes`): a step that large is mostly its matmuls, whose time
+  grows with the padded tokens (the benchmark's prefill steps of 32 prompts,
+  about 2200 tokens, ran 4096 tokens wide, now 3072); the sequence count and the
+  query layout of attention are functions of T (`query_layout`), not sizes
+  of their own;
 - the key length, in cache blocks, of the longest sequence, padded to a power
   of two (at most the blocks of max_model_len); in a decode step (at most
   max_num_seqs tokens, a token a row) also to 1.5 times a power of two
@@ -17,8 +21,9 @@ distinct set of input shapes. A step's shapes depend on two padded sizes only:
 The reachable set is then |T buckets| x |key buckets| (less the pairs no batch
 can make, `step_buckets`), about log2(max_num_batched_tokens) x
 log2(max_model_len / block_size): tens of programs, few enough for a warm-up
-to compile every one at start-up. Padding wastes under half of a step, and
-under a third of a decode step's keys.
+to compile every one at start-up. Padding wastes under half of a step of
+fewer than 1024 tokens, under a third of a larger one, and under a third of
+a decode step's keys.
 """
 
 
@@ -42,10 +47,23 @@ def all_buckets(floor: int, cap: int) -> list[int]:
 
 
 TOKEN_FLOOR = 16
+FINE_TOKENS = 1024   # from here on token buckets are half an octave apart
+
+
+def token_sizes(max_tokens: int) -> list[int]:
+    """The token counts a step is padded to, ascending (module docstring)."""
+    cap = max(TOKEN_FLOOR, max_tokens)
+    sizes = all_buckets(TOKEN_FLOOR, cap)
+    halves = {3 * s // 2 for s in sizes if s >= FINE_TOKENS and 3 * s // 2 < cap}
+    return sorted(set(sizes) | halves)
 
 
 def token_bucket(num_tokens: int, max_tokens: int) -> int:
-    return bucket(num_tokens, TOKEN_FLOOR, max(TOKEN_FLOOR, max_tokens))
+    """The smallest of token_sizes() that holds num_tokens (<= max_tokens)."""
+    cap = max(TOKEN_FLOOR, max_tokens)
+    if num_tokens > cap:
+        raise ValueError(f"vLLM on tpu: size {num_tokens} is over its limit {cap}")
+    return next(s for s in token_sizes(max_tokens) if s >= num_tokens)
 
 
 def query_layout(t_pad: int, max_seqs: int) -> tuple[int, int]:
@@ -84,7 +102,7 @@ def step_buckets(max_tokens: int, max_seqs: int, max_blocks: int, block_size: in
     """Every (token bucket, key-block bucket) a step can reach: T tokens over
     at most max_seqs sequences of at most L blocks each need
     max_seqs * L * block_size > the bucket below T."""
-    tokens = all_buckets(TOKEN_FLOOR, max(TOKEN_FLOOR, max_tokens))
+    tokens = token_sizes(max_tokens)
     pairs = []
     for i, t in enumerate(tokens):
         below = tokens[i - 1] if i else 0
