@@ -5,6 +5,7 @@
 #include "xla/ffi/api/c_api.h"
 
 // Defined beside their computations (XLA_FFI_DEFINE_HANDLER_SYMBOL).
+extern "C" XLA_FFI_Error* torch_tpu_block_sum_host(XLA_FFI_CallFrame* frame);
 extern "C" XLA_FFI_Error* torch_tpu_gemm_host(XLA_FFI_CallFrame* frame);
 extern "C" XLA_FFI_Error* torch_tpu_paged_attention_host(XLA_FFI_CallFrame* frame);
 extern "C" XLA_FFI_Error* torch_tpu_sdpa_backward_host(XLA_FFI_CallFrame* frame);
@@ -18,6 +19,8 @@ const std::vector<Kernel>& table() {
   // kernel's fallback runs.
 #ifdef TORCH_TPU_XLA_FFI
   static const std::vector<Kernel> kernels = {
+      {"block_sum", "torch_tpu_block_sum", "XLA's reduce (lowering/sum_kernel.cpp)",
+       {{"Host", reinterpret_cast<void*>(&torch_tpu_block_sum_host)}}},
       {"gemm", "torch_tpu_gemm", "XLA's dot_general (lowering/matmul.cpp)",
        gemm_library_loaded() ? std::vector<Handler>{{"Host", reinterpret_cast<void*>(&torch_tpu_gemm_host)}}
                              : std::vector<Handler>{}},
@@ -31,6 +34,7 @@ const std::vector<Kernel>& table() {
   };
 #else
   static const std::vector<Kernel> kernels = {
+      {"block_sum", "torch_tpu_block_sum", "XLA's reduce (lowering/sum_kernel.cpp)", {}},
       {"gemm", "torch_tpu_gemm", "XLA's dot_general (lowering/matmul.cpp)", {}},
       {"paged_attention", "torch_tpu_paged_attention",
        "the vLLM backend's composite (integrations/vllm/attention.py)", {}},

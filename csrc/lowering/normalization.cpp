@@ -3,6 +3,7 @@
 // and reach the backend as these ops. Half-precision inputs are computed in f32 and rounded once at the end,
 // as PyTorch's kernels do.
 #include "lowering/common.h"
+#include "lowering/sum_kernel.h"
 #include "lowering/registry.h"
 
 namespace torch_tpu::lowering {
@@ -190,7 +191,7 @@ std::vector<Value> lower_native_layer_norm_backward(Context& ctx, const Args& a)
   Value dx = b.mul(rstd_b, b.sub(b.sub(gw, mean_gw), b.mul(xhat, mean_gwx)));
 
   // With no batch dims the parameter gradients need no reduction at all.
-  auto over_batch = [&](Value v) { return d.batch.empty() ? v : b.reduce_sum(v, d.batch); };
+  auto over_batch = [&](Value v) { return d.batch.empty() ? v : sum_by_kernel(ctx, v, d.batch); };
   Value dw = over_batch(b.mul(ga, xhat));
   Value db = over_batch(ga);
   return {cast(b, dx, x.dtype()), cast(b, dw, w ? w->dtype() : x.dtype()),

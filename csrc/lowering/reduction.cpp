@@ -2,11 +2,13 @@
 // (sum, product, max, min, and, or, xor) applied by one stablehlo.reduce; what
 // differs between ATen ops is PyTorch's choice of result dtype, the dims, and
 // the checks, which each lowering spells out.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 
 #include "lowering/common.h"
+#include "lowering/sum_kernel.h"
 #include "lowering/registry.h"
 
 namespace torch_tpu::lowering {
@@ -92,7 +94,10 @@ Value arith(Context& ctx, Kind k, const Arg& self, const Arg& dims_arg, bool kee
   Value x = self.as_tensor();
   E out = widened_type(x, dtype);
   auto dims = reduction_dims(dims_arg, x.rank());
-  Value r = reduce(ctx.b, k, cast(ctx.b, x, acc_type(out)), dims);
+  Value xa = cast(ctx.b, x, acc_type(out));
+  std::vector<int64_t> in_order = dims;
+  std::sort(in_order.begin(), in_order.end());
+  Value r = k == Kind::Sum && !dims.empty() ? sum_by_kernel(ctx, xa, in_order) : reduce(ctx.b, k, xa, dims);
   return cast(ctx.b, keep(ctx.b, r, x.shape(), dims, keepdim), out);
 }
 
