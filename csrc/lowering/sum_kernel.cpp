@@ -24,7 +24,9 @@ struct SumClass {
 };
 
 // Sorted by dtype. A sum of another dtype, over other than leading dims, or
-// below either bound of its class, runs XLA's reduce.
+// below either bound of its class, runs XLA's reduce. The bounds are
+// bdc685a's, whose product measured faster than XLA's reduce from them; the
+// step's sums measured here are over 1024 rows of 256-1024 columns.
 constexpr SumClass kKernelWins[] = {
     {E::F32, 256, 64},
 };
