@@ -81,3 +81,43 @@ def test_step_attention_matches_reference(monkeypatch, batch, block_diagonal, he
         impl.forward(None, query.to("tpu"), None, None, cache.to("tpu"), meta, output)
         got = output.cpu()[:t_act].view(t_act, heads, d)
     torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cache_dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("sequences", [3, 96])
+@pytest.mark.parametrize("heads,kv_heads,d,window,cap", [(4, 2, 64, None, None), (14, 2, 88, 40, 20.0)])
+def test_kernel_decode_matches_reference(monkeypatch, cache_dtype, sequences, heads, kv_heads, d, window, cap):
+    # The kernel's decode paths: 3 sequences run a KV head an item, 96 a
+    # sequence an item (csrc/kernels/paged_attention.cpp: fewer than 4 a
+    # thread, up to 23 threads); head size 88 and 7 query heads a KV head take
+    # its 64-, 16- and 1-column loops and its 4-, 2- and 1-head blocks. A
+    # bf16/f16 cache is converted in the kernel: the reference reads the same
+    # rounded values.
+    assert platform_kernels.target("paged_attention"), "the CPU plugin runs the paged attention kernel"
+    ran = []
+    kernel = platform_kernels.paged_attention
+    monkeypatch.setattr(platform_kernels, "paged_attention", lambda *a, **k: ran.append(kernel(*a, **k)) or ran[-1])
+    rng = np.random.default_rng(sequences + d)
+    seq_lens = rng.integers(1, 120, sequences)
+    qlens = np.ones(sequences, np.int64)
+    num_blocks = sequences * 8 + 64
+    arrays, t_act, tables = random_step(seq_lens, qlens, 128, num_blocks, 128, BLOCK, rng)
+    t_pad = len(arrays["output_index"])
+    assert arrays["query_pos"].shape[1] == 1, "a decode step: a token a row"
+    torch.manual_seed(1)
+    cache = torch.randn(2, num_blocks * BLOCK, kv_heads, d).to(cache_dtype)
+    q = torch.randn(t_act, heads, d)
+    scale = d ** -0.5
+    expected = _reference(q.double(), cache.double(), tables, seq_lens, qlens, scale, window, cap)
+
+    impl = A.TpuPagedAttentionImpl(heads, d, scale, num_kv_heads=kv_heads, sliding_window=window,
+                                   logits_soft_cap=cap)
+    query = torch.zeros(t_pad, heads * d)
+    query[:t_act] = q.reshape(t_act, -1)
+    with torch.inference_mode(), torch_tpu.eager_mode("defer_and_fuse"):
+        meta = A._on_device(arrays, t_act)
+        output = torch.zeros(t_pad, heads * d, device="tpu")
+        impl.forward(None, query.to("tpu"), None, None, cache.to("tpu"), meta, output)
+        got = output.cpu()[:t_act].view(t_act, heads, d)
+    assert len(ran) == 1 and ran[0] is not None, "the kernel ran the step"
+    torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)

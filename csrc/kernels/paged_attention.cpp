@@ -15,6 +15,13 @@
 // Scores are q.k * scale, soft-capped (cap * tanh(s / cap)) when soft_cap > 0,
 // over keys at positions <= the query's (and > position - window when
 // window > 0); a softmax in f32 weighs the values.
+//
+// The loops are GCC vector code built for AVX-512, AVX2 and any x86-64
+// (vector_exp.h's clones): scores eight keys at a time, each key's 16 lane
+// sums folded by a tree of shuffles; values added into accumulators held in
+// registers, a cache block at a time. Items are a slot's KV heads together,
+// so a block's rows are read whole and in order, where there are slots enough
+// for the threads; a KV head an item otherwise.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -23,7 +30,12 @@
 
 #include "kernels/kernels.h"
 #include "kernels/parallel.h"
+#include "kernels/vector_exp.h"
 #include "xla/ffi/api/ffi.h"
+
+// The vector helpers below are inlined into each clone; GCC's note that a
+// 64-byte vector's calling convention depends on the target is moot for them.
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace torch_tpu::kernels {
 
@@ -31,62 +43,210 @@ namespace {
 
 namespace ffi = xla::ffi;
 
-float load(const uint16_t* p, bool bf16) {
-  if (bf16) {
-    uint32_t bits = uint32_t(*p) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-  }
-  // IEEE half to float.
-  uint16_t h = *p;
-  uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-  if (exp == 0) {
-    if (man == 0) {
-      bits = sign;
-    } else {  // subnormal: normalize
-      exp = 127 - 15 + 1;
-      while (!(man & 0x400)) man <<= 1, --exp;
-      bits = sign | (exp << 23) | ((man & 0x3ff) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000 | (man << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-  }
+// Sixteen floats (GCC's vector extension), so that the block loops below keep
+// their accumulators in registers in each clone's instruction set. Loads and
+// stores are unaligned.
+typedef float V16 __attribute__((vector_size(64), aligned(4)));
+typedef float V8 __attribute__((vector_size(32), aligned(4)));
+typedef float V4 __attribute__((vector_size(16), aligned(4)));
+__attribute__((always_inline)) inline V16 load16(const float* p) { return *reinterpret_cast<const V16*>(p); }
+__attribute__((always_inline)) inline void store16(float* p, V16 v) { *reinterpret_cast<V16*>(p) = v; }
+
+__attribute__((always_inline)) inline float sum16(V16 a) {
+  const V8 b = __builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7) +
+               __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15);
+  const V4 c = __builtin_shufflevector(b, b, 0, 1, 2, 3) + __builtin_shufflevector(b, b, 4, 5, 6, 7);
+  return (c[0] + c[2]) + (c[1] + c[3]);
+}
+
+float bf16_to_float(uint16_t h) {
+  const uint32_t bits = uint32_t(h) << 16;
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
 }
 
-// A slot's row of one KV head, as float: in place for an f32 cache, else
-// converted into `scratch`.
+// n cache elements from `element` on, as float: in place for an f32 cache,
+// else converted into `scratch` (GCC's _Float16 converts as IEEE says, with
+// the F16C instructions in the clones that have them).
 struct CacheReader {
   const void* data;
   ffi::DataType type;
 
-  const float* row(int64_t element, int64_t n, float* scratch) const {
-    if (type == ffi::DataType::F32) return static_cast<const float*>(data) + element;
-    const uint16_t* p = static_cast<const uint16_t*>(data) + element;
-    bool bf16 = type == ffi::DataType::BF16;
-    for (int64_t i = 0; i < n; ++i) scratch[i] = load(p + i, bf16);
-    return scratch;
-  }
+  const float* rows(int64_t element, int64_t n, float* scratch) const;
 };
 
-// Eight partial sums, one a lane: the loop vectorizes without reassociating
-// a single sum, at any vector width the target has.
-float dot(const float* a, const float* b, int64_t n) {
-  constexpr int64_t kLanes = 8;
-  float part[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) part[l] += a[i + l] * b[i + l];
-  float s = 0;
-  for (; i < n; ++i) s += a[i] * b[i];
-  for (int64_t l = 0; l < kLanes; ++l) s += part[l];
-  return s;
+TORCH_TPU_VECTOR_CLONES
+void bf16_rows(const uint16_t* p, int64_t n, float* out) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(p[i]);
 }
+
+TORCH_TPU_VECTOR_CLONES
+void f16_rows(const _Float16* p, int64_t n, float* out) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(p[i]);
+}
+
+const float* CacheReader::rows(int64_t element, int64_t n, float* scratch) const {
+  if (type == ffi::DataType::F32) return static_cast<const float*>(data) + element;
+  if (type == ffi::DataType::BF16)
+    bf16_rows(static_cast<const uint16_t*>(data) + element, n, scratch);
+  else
+    f16_rows(static_cast<const _Float16*>(data) + element, n, scratch);
+  return scratch;
+}
+
+// The sums of eight vectors' lanes: a transposing tree of two-vector
+// shuffles (each level halves the partial sums a key has).
+__attribute__((always_inline)) inline V8 sum8x16(const V16* a) {
+  V16 b[4], c[2];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i)
+    b[i] = __builtin_shufflevector(a[2 * i], a[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+           __builtin_shufflevector(a[2 * i], a[2 * i + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30,
+                                   31);
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i)
+    c[i] = __builtin_shufflevector(b[2 * i], b[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+           __builtin_shufflevector(b[2 * i], b[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  const V16 d = __builtin_shufflevector(c[0], c[1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+                __builtin_shufflevector(c[0], c[1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+  return __builtin_shufflevector(d, d, 0, 2, 4, 6, 8, 10, 12, 14) +
+         __builtin_shufflevector(d, d, 1, 3, 5, 7, 9, 11, 13, 15);
+}
+
+// s[j] = scale * q . k_j for K keys (rows of k, `stride` apart), D a multiple
+// of 16 (the caller adds the rest).
+template <int K>
+__attribute__((always_inline)) inline void dots(const float* q, int64_t D16, const float* k, int64_t stride, float* s) {
+  V16 a[K] = {};
+  for (int64_t e = 0; e < D16; e += 16) {
+    const V16 x = load16(q + e);
+#pragma GCC unroll 8
+    for (int j = 0; j < K; ++j) a[j] += x * load16(k + j * stride + e);
+  }
+  if constexpr (K == 8) {
+    const V8 t = sum8x16(a);
+#pragma GCC unroll 8
+    for (int j = 0; j < K; ++j) s[j] = t[j];
+  } else {
+    s[0] = sum16(a[0]);
+  }
+}
+
+// s[g * ld + j] = scale * q_g . k_j for the G query heads of a KV head (rows
+// of q, D apart) and nb keys (rows of k, `stride` apart): eight keys at a time.
+TORCH_TPU_VECTOR_CLONES
+void block_scores(const float* q, int64_t G, int64_t D, const float* k, int64_t stride, int64_t nb, float scale,
+                  float* s, int64_t ld) {
+  const int64_t D16 = D - D % 16;
+  for (int64_t g = 0; g < G; ++g) {
+    const float* qg = q + g * D;
+    float* sg = s + g * ld;
+    int64_t j = 0;
+    for (; j + 8 <= nb; j += 8) dots<8>(qg, D16, k + j * stride, stride, sg + j);
+    for (; j < nb; ++j) dots<1>(qg, D16, k + j * stride, stride, sg + j);
+    for (j = 0; j < nb; ++j) {
+      float x = sg[j];
+      for (int64_t e = D16; e < D; ++e) x += qg[e] * k[j * stride + e];
+      sg[j] = x * scale;
+    }
+  }
+}
+
+// acc[g][e0 : e0 + 16 NV] += sum_j w[g * ld + j] * v_j[e0 : e0 + 16 NV] for R
+// heads, which share each load of a value row.
+template <int R, int NV>
+__attribute__((always_inline)) inline void weighted_block(const float* w, int64_t ld, const float* v, int64_t stride,
+                                                          int64_t nb, int64_t D, float* acc, int64_t e0) {
+  V16 a[R][NV];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int c = 0; c < NV; ++c) a[i][c] = load16(acc + i * D + e0 + 16 * c);
+  for (int64_t j = 0; j < nb; ++j) {
+    const float* vj = v + j * stride + e0;
+    V16 x[NV];
+#pragma GCC unroll 4
+    for (int c = 0; c < NV; ++c) x[c] = load16(vj + 16 * c);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      const float wv = w[i * ld + j];
+#pragma GCC unroll 4
+      for (int c = 0; c < NV; ++c) a[i][c] += wv * x[c];
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int c = 0; c < NV; ++c) store16(acc + i * D + e0 + 16 * c, a[i][c]);
+}
+
+template <int NV>
+__attribute__((always_inline)) inline void weighted_columns(const float* w, int64_t ld, int64_t G, const float* v,
+                                                            int64_t stride, int64_t nb, int64_t D, float* acc,
+                                                            int64_t e0) {
+  int64_t g = 0;
+  for (; g + 4 <= G; g += 4) weighted_block<4, NV>(w + g * ld, ld, v, stride, nb, D, acc + g * D, e0);
+  for (; g + 2 <= G; g += 2) weighted_block<2, NV>(w + g * ld, ld, v, stride, nb, D, acc + g * D, e0);
+  for (; g < G; ++g) weighted_block<1, NV>(w + g * ld, ld, v, stride, nb, D, acc + g * D, e0);
+}
+
+// acc[g][:] += sum_j w[g * ld + j] * v_j[:] for G heads (rows of acc, D
+// apart) and nb values (rows of v, `stride` apart): 64 columns at a time,
+// then 16, then one.
+TORCH_TPU_VECTOR_CLONES
+void add_weighted_values(const float* w, int64_t ld, int64_t G, const float* v, int64_t stride, int64_t nb,
+                         int64_t D, float* acc) {
+  int64_t e0 = 0;
+  for (; e0 + 64 <= D; e0 += 64) weighted_columns<4>(w, ld, G, v, stride, nb, D, acc, e0);
+  for (; e0 + 16 <= D; e0 += 16) weighted_columns<1>(w, ld, G, v, stride, nb, D, acc, e0);
+  for (; e0 < D; ++e0)
+    for (int64_t g = 0; g < G; ++g) {
+      float a = acc[g * D + e0];
+      for (int64_t j = 0; j < nb; ++j) a += w[g * ld + j] * v[j * stride + e0];
+      acc[g * D + e0] = a;
+    }
+}
+
+// A head's n scores become exp(score - max), soft-capped first when
+// cap > 0; returns their sum.
+TORCH_TPU_VECTOR_CLONES
+float softmax_weights(float* w, int64_t n, float cap) {
+  if (cap > 0)
+    for (int64_t j = 0; j < n; ++j) w[j] = std::tanh(w[j] / cap) * cap;
+  // The max in a vector (GCC does not vectorize a max reduction of floats).
+  V16 top16 = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+               -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const V16 x = load16(w + j);
+    top16 = x > top16 ? x : top16;
+  }
+  float top = -INFINITY;
+  for (int l = 0; l < 16; ++l) top = std::max(top, top16[l]);
+  for (; j < n; ++j) top = std::max(top, w[j]);
+#pragma omp simd
+  for (j = 0; j < n; ++j) w[j] = exp_any(w[j] - top);
+  float total = 0;
+#pragma omp simd reduction(+ : total)
+  for (j = 0; j < n; ++j) total += w[j];
+  return total;
+}
+
+// o[:] = acc[:] * factor over n.
+TORCH_TPU_VECTOR_CLONES
+void scaled_copy(const float* acc, int64_t n, float factor, float* o) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) o[i] = acc[i] * factor;
+}
+
+// Threading (parallel.h's run_items): a helper thread per kItemsPerHelper
+// items; slots' KV heads split into items of their own under kSlotsPerThread
+// slots a thread.
+constexpr int64_t kItemsPerHelper = 8;
+constexpr int64_t kSlotsPerThread = 4;
 
 struct Problem {
   int64_t T, H, D, slots, Hkv, G, R, C, LB;
@@ -95,72 +255,67 @@ struct Problem {
   const float* q;
   const int64_t *blocks, *qidx, *qpos;
   CacheReader keys, values;
-  float* results;  // [R * C, H, D]
 };
 
-// Calls visit(j, element) for the keys at positions first..last of a query
-// row's sequence, in order, `element` the offset of key j's row of KV head
-// `kvh` in the cache: block by block, one block-table read per block.
+// One item: a query slot and KV heads kv0..kv1-1.
+struct Item {
+  int64_t slot, kv0, kv1;
+};
+
+// The calling thread's scratch: scores [heads, n], accumulators [heads, D],
+// a block's rows converted to f32.
+struct Scratch {
+  std::vector<float> scores, acc, rows, totals;
+};
+
+// Calls visit(j, nb, element) for the keys at positions first..last of a
+// query row's sequence, block by block: keys j..j+nb-1 counted from `first`,
+// `element` the offset of the first one's row in the cache (its KV head 0).
 template <typename Visit>
-void for_each_key(const Problem& p, const int64_t* row_blocks, int64_t kvh, int64_t first, int64_t last,
-                  Visit&& visit) {
-  const int64_t bs = p.block_size, row = p.Hkv * p.D;
+void for_each_block(const Problem& p, const int64_t* row_blocks, int64_t first, int64_t last, Visit&& visit) {
+  const int64_t bs = p.block_size;
   for (int64_t b = first / bs; b <= last / bs; ++b) {
     const int64_t begin = std::max(first, b * bs), end = std::min(last, b * bs + bs - 1);
-    int64_t element = ((row_blocks[b] * bs + begin - b * bs) * p.Hkv + kvh) * p.D;
-    for (int64_t j = begin; j <= end; ++j, element += row) visit(j, element);
+    visit(begin - first, end - begin + 1, (row_blocks[b] * bs + begin - b * bs) * p.Hkv * p.D);
   }
 }
 
-// One (query slot, KV head): the G query heads that share the KV head read
-// its keys and values once. Two passes: scores (kept for the slot's keys
-// alone), then the softmax-weighted values, normalized once at the end.
-// `scores` and `scratch` are the calling thread's.
-void attend(const Problem& p, int64_t s, int64_t kvh, std::vector<float>& scores, std::vector<float>& scratch) {
-  const int64_t pos = p.qpos[s], token = p.qidx[s], D = p.D, G = p.G;
+// One item into its output rows `out` (its slot's token's [H, D], at its
+// first head): the G query heads of each KV head read its keys and values
+// once, a cache block's rows at a time. Two passes: scores (kept for the
+// slot's keys alone), then the softmax-weighted values, normalized at the end.
+void attend(const Problem& p, const Item& item, float* out, Scratch& w) {
+  const int64_t s = item.slot, pos = p.qpos[s], D = p.D, G = p.G;
   const int64_t first = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0, n = pos + 1 - first;
+  const int64_t heads = (item.kv1 - item.kv0) * G, width = (item.kv1 - item.kv0) * D;
   const int64_t* row_blocks = p.blocks + (s / p.C) * p.LB;
-  scores.resize(G * (n + 1));
-  scratch.resize(D);
-  float* top = scores.data() + G * n;  // each head's largest score
-  std::fill(top, top + G, -INFINITY);
-  const float* q = p.q + (token * p.H + kvh * G) * D;
-  for_each_key(p, row_blocks, kvh, first, pos, [&](int64_t j, int64_t element) {
-    const float* k = p.keys.row(element, D, scratch.data());
-    for (int64_t g = 0; g < G; ++g) {
-      float x = dot(q + g * D, k, D) * p.scale;
-      if (p.soft_cap > 0) x = std::tanh(x / p.soft_cap) * p.soft_cap;
-      scores[g * n + j - first] = x;
-      top[g] = std::max(top[g], x);
-    }
+  // In the cache a key's KV heads are Hkv * D apart; converted, width apart.
+  const int64_t stride = p.keys.type == ffi::DataType::F32 ? p.Hkv * D : width;
+  w.scores.resize(heads * n);
+  w.acc.assign(heads * D, 0.0f);
+  if (p.keys.type != ffi::DataType::F32) w.rows.resize(p.block_size * width);
+  const float* q = p.q + (p.qidx[s] * p.H + item.kv0 * G) * D;
+  // The converted rows of a block: the item's KV heads of each key.
+  auto block_rows = [&](const CacheReader& cache, int64_t element, int64_t nb) {
+    if (cache.type == ffi::DataType::F32 || width == p.Hkv * D)
+      return cache.rows(element + item.kv0 * D, nb * p.Hkv * D - item.kv0 * D, w.rows.data());
+    for (int64_t j = 0; j < nb; ++j) cache.rows(element + j * p.Hkv * D + item.kv0 * D, width, &w.rows[j * width]);
+    return static_cast<const float*>(w.rows.data());
+  };
+  for_each_block(p, row_blocks, first, pos, [&](int64_t j, int64_t nb, int64_t element) {
+    const float* k = block_rows(p.keys, element, nb);
+    for (int64_t h = 0; h < item.kv1 - item.kv0; ++h)
+      block_scores(q + h * G * D, G, D, k + h * D, stride, nb, p.scale, &w.scores[h * G * n + j], n);
   });
-  float* out = p.results + (s * p.H + kvh * G) * D;
-  for (int64_t g = 0; g < G; ++g) {
-    float* w = scores.data() + g * n;
-    const float m = top[g];
-    for (int64_t j = 0; j < n; ++j) w[j] = std::exp(w[j] - m);
-    std::fill(out + g * D, out + (g + 1) * D, 0.0f);
-  }
-  for_each_key(p, row_blocks, kvh, first, pos, [&](int64_t j, int64_t element) {
-    const float* v = p.values.row(element, D, scratch.data());
-    for (int64_t g = 0; g < G; ++g) {
-      const float w = scores[g * n + j - first];
-      float* o = out + g * D;
-#pragma omp simd
-      for (int64_t i = 0; i < D; ++i) o[i] += w * v[i];
-    }
+  w.totals.resize(heads);
+  for (int64_t h = 0; h < heads; ++h) w.totals[h] = softmax_weights(&w.scores[h * n], n, p.soft_cap);
+  for_each_block(p, row_blocks, first, pos, [&](int64_t j, int64_t nb, int64_t element) {
+    const float* v = block_rows(p.values, element, nb);
+    for (int64_t h = 0; h < item.kv1 - item.kv0; ++h)
+      add_weighted_values(&w.scores[h * G * n + j], n, G, v + h * D, stride, nb, D, &w.acc[h * G * D]);
   });
-  for (int64_t g = 0; g < G; ++g) {
-    const float* w = scores.data() + g * n;
-    float total = 0;
-    for (int64_t j = 0; j < n; ++j) total += w[j];
-    const float inverse = 1.0f / total;
-    float* o = out + g * D;
-#pragma omp simd
-    for (int64_t i = 0; i < D; ++i) o[i] *= inverse;
-  }
+  for (int64_t h = 0; h < heads; ++h) scaled_copy(&w.acc[h * D], D, 1.0f / w.totals[h], out + h * D);
 }
-
 ffi::Error PagedAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> query, ffi::AnyBuffer cache,
                           ffi::Buffer<ffi::S64> key_blocks, ffi::Buffer<ffi::S64> query_index,
                           ffi::Buffer<ffi::S64> query_pos, ffi::Buffer<ffi::S64> output_index,
@@ -188,35 +343,48 @@ ffi::Error PagedAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> query, ffi
   p.keys = {cache.untyped_data(), ct};
   p.values = {static_cast<const char*>(cache.untyped_data()) + p.slots * p.Hkv * p.D * esize, ct};
 
-  // The slots with a query, checked before any work: padding slots are read by no token.
-  std::vector<int64_t> live;
-  const int64_t L = p.LB * block_size;
-  for (int64_t s = 0; s < p.R * p.C; ++s) {
-    if (p.qpos[s] < 0) continue;
-    if (p.qidx[s] < 0 || p.qidx[s] >= p.T || p.qpos[s] >= L)
+  // The slots with a query, checked before any work.
+  const int64_t L = p.LB * block_size, S = p.R * p.C;
+  for (int64_t s = 0; s < S; ++s)
+    if (p.qpos[s] >= 0 && (p.qidx[s] < 0 || p.qidx[s] >= p.T || p.qpos[s] >= L))
       return ffi::Error::InvalidArgument("paged_attention: a query slot outside the step's tokens or keys");
-    live.push_back(s);
-  }
   for (int64_t b = 0; b < p.R * p.LB; ++b)
     if (p.blocks[b] < 0 || (p.blocks[b] + 1) * block_size > p.slots)
       return ffi::Error::InvalidArgument("paged_attention: a block outside the cache");
-
-  std::vector<float> results(p.R * p.C * p.H * p.D, 0.0f);
-  p.results = results.data();
-  // Items are (query slot, KV head); each thread keeps its own scratch rows.
-  auto make_worker = [&p, &live] {
-    return [&p, &live, scores = std::vector<float>(), scratch = std::vector<float>()](int64_t i) mutable {
-      attend(p, live[i / p.Hkv], i % p.Hkv, scores, scratch);
+  // Each slot's result goes straight to the first token that reads it
+  // (`reader`); other tokens of the slot copy it after, and a token of a
+  // padding slot gets zeros. Slots no token reads are not computed.
+  const int64_t* output = output_index.typed_data();
+  std::vector<int64_t> reader(S, -1);
+  for (int64_t t = 0; t < p.T; ++t) {
+    if (output[t] < 0 || output[t] >= S)
+      return ffi::Error::InvalidArgument("paged_attention: an output slot outside the rows");
+    if (reader[output[t]] < 0) reader[output[t]] = t;
+  }
+  // Items: a slot's KV heads together (its keys' rows read whole, in order)
+  // where there are slots enough to share among the threads, else a KV head
+  // an item.
+  std::vector<int64_t> live;
+  for (int64_t s = 0; s < S; ++s)
+    if (p.qpos[s] >= 0 && reader[s] >= 0) live.push_back(s);
+  const int64_t parts = int64_t(live.size()) >= kSlotsPerThread * (pool.num_threads() + 1) ? 1 : p.Hkv;
+  float* o = out->typed_data();
+  const int64_t row = p.H * p.D;
+  auto make_worker = [&] {
+    return [&, scratch = Scratch()](int64_t i) mutable {
+      const int64_t s = live[i / parts], kv0 = i % parts * (p.Hkv / parts), kv1 = kv0 + p.Hkv / parts;
+      attend(p, {s, kv0, kv1}, o + reader[s] * row + kv0 * p.G * p.D, scratch);
     };
   };
-  run_items(pool, int64_t(live.size()) * p.Hkv, /*per_helper=*/8, make_worker);
+  run_items(pool, int64_t(live.size()) * parts, /*per_helper=*/kItemsPerHelper, make_worker);
 
-  float* o = out->typed_data();
   for (int64_t t = 0; t < p.T; ++t) {
-    int64_t s = output_index.typed_data()[t];
-    if (s < 0 || s >= p.R * p.C)
-      return ffi::Error::InvalidArgument("paged_attention: an output slot outside the rows");
-    std::memcpy(o + t * p.H * p.D, &results[s * p.H * p.D], p.H * p.D * sizeof(float));
+    const int64_t s = output[t];
+    if (reader[s] == t) {
+      if (p.qpos[s] < 0) std::fill(o + t * row, o + (t + 1) * row, 0.0f);
+    } else {
+      std::memcpy(o + t * row, o + reader[s] * row, row * sizeof(float));
+    }
   }
   return ffi::Error::Success();
 }
