@@ -52,7 +52,6 @@ def test_step_attention_matches_reference(monkeypatch, batch, block_diagonal, he
     # the composite, with the heads laid out either way.
     if block_diagonal == "kernel":
         assert platform_kernels.target("paged_attention"), "the CPU plugin runs the paged attention kernel"
-        monkeypatch.setattr(A, "KERNEL_MAX_CHUNK", 1 << 20)   # prefill rows too, whatever the speed rule
     else:
         monkeypatch.setattr(platform_kernels, "target", lambda name: None)
     monkeypatch.setattr(A, "BLOCK_DIAGONAL_MAX_KV_HEADS", 64 if block_diagonal else 0)

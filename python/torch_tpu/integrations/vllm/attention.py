@@ -57,12 +57,13 @@ DEVICE = "tpu"
 # diagonally and 75 ms batched over KV heads, a 1024-token step 25 and 21 ms.
 BLOCK_DIAGONAL_MAX_KV_HEADS = 2
 BLOCK_DIAGONAL_MAX_CHUNK = 1
-# Up to this many query tokens a row, the platform kernel (where it runs)
-# replaces the composite: a decode step of the benchmark's Llama (32 rows of a
-# token, keys 40..160) took 0.76 ms in the kernel and 1.64 ms composite; a
-# prefill of 8 x 128 tokens 29 ms in the kernel and 6.8 ms composite, whose
-# matmuls XLA runs as GEMMs (benchmarks/platform_kernels.py).
-KERNEL_MAX_CHUNK = 1
+# Where the plugin runs the platform kernel, it replaces the composite in every
+# step: it reads only the keys each query attends to, where the composite's
+# matmuls cover every row's padded chunk and keys. One layer of the
+# benchmark's Llama (benchmarks/platform_kernels.py): a decode step of 32
+# rows, keys 40..160, 0.14-0.19 ms in the kernel and 1.4-1.5 ms composite; a
+# prefill of 32 prompts of 8..128 tokens 2.9-3.3 ms and 14-15 ms; 8 x 128
+# tokens 1.3-2.0 ms and 4.6-5.4 ms; 2 x 1024 tokens 17-19 ms and 129 ms.
 
 
 class TpuPagedAttentionBackend(AttentionBackend):
@@ -254,7 +255,7 @@ class TpuPagedAttentionImpl(AttentionImpl):
         # The platform kernel (csrc/kernels/paged_attention.cpp) reads the
         # cache's blocks in place, where the plugin runs it; the composite
         # below is the fallback and its reference.
-        out = None if c > KERNEL_MAX_CHUNK or self.fp8 is not None else platform_kernels.paged_attention(
+        out = None if self.fp8 is not None else platform_kernels.paged_attention(
             query[:t].view(t, h, d), kv_cache, meta.key_blocks, meta.query_index, meta.query_pos,
             meta.output_index, scale=self.scale, soft_cap=self.logits_soft_cap, window=self.sliding_window,
             block_size=block)
