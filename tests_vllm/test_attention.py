@@ -37,6 +37,25 @@ def _reference(q, cache, tables, seq_lens, qlens, scale, window, cap):
     return torch.stack(out)
 
 
+def _step_and_reference(arrays, t_act, tables, seq_lens, qlens, cache, heads, d, window, cap, seed):
+    """The backend's attention of the step on tpu and the float64 reference, [t_act, H, D] each."""
+    t_pad = len(arrays["output_index"])
+    torch.manual_seed(seed)
+    q = torch.randn(t_act, heads, d)
+    scale = d ** -0.5
+    expected = _reference(q.double(), cache.double(), tables, seq_lens, qlens, scale, window, cap)
+    impl = A.TpuPagedAttentionImpl(heads, d, scale, num_kv_heads=cache.shape[2], sliding_window=window,
+                                   logits_soft_cap=cap)
+    query = torch.zeros(t_pad, heads * d)
+    query[:t_act] = q.reshape(t_act, -1)
+    with torch.inference_mode(), torch_tpu.eager_mode("defer_and_fuse"):
+        meta = A._on_device(arrays, t_act)
+        output = torch.zeros(t_pad, heads * d, device="tpu")
+        impl.forward(None, query.to("tpu"), None, None, cache.to("tpu"), meta, output)
+        got = output.cpu()[:t_act].view(t_act, heads, d)
+    return got.double(), expected
+
+
 # A mixed batch (chunked prefill, prefills, decodes: rows of 8 tokens) and a
 # decode batch (a token a row).
 BATCHES = {"mixed": ([20, 1, 33, 1, 1], 8), "decode": ([1, 1, 1, 1, 1], 16)}
@@ -62,24 +81,11 @@ def test_step_attention_matches_reference(monkeypatch, batch, block_diagonal, he
     qlens = np.array(qlens, np.int64)
     arrays, t_act, tables = random_step(seq_lens, qlens, max_seqs, num_blocks, max_tokens, BLOCK,
                                         np.random.default_rng(heads * 10 + kv_heads))
-    t_pad = len(arrays["output_index"])
-
     torch.manual_seed(0)
     cache = torch.randn(2, num_blocks * BLOCK, kv_heads, d)
-    q = torch.randn(t_act, heads, d)
-    scale = d ** -0.5
-    expected = _reference(q.double(), cache.double(), tables, seq_lens, qlens, scale, window, cap)
-
-    impl = A.TpuPagedAttentionImpl(heads, d, scale, num_kv_heads=kv_heads, sliding_window=window,
-                                   logits_soft_cap=cap)
-    query = torch.zeros(t_pad, heads * d)
-    query[:t_act] = q.reshape(t_act, -1)
-    with torch.inference_mode(), torch_tpu.eager_mode("defer_and_fuse"):
-        meta = A._on_device(arrays, t_act)
-        output = torch.zeros(t_pad, heads * d, device="tpu")
-        impl.forward(None, query.to("tpu"), None, None, cache.to("tpu"), meta, output)
-        got = output.cpu()[:t_act].view(t_act, heads, d)
-    torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
+    got, expected = _step_and_reference(arrays, t_act, tables, seq_lens, qlens, cache, heads, d, window, cap,
+                                        seed=1)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("cache_dtype", [torch.float32, torch.bfloat16, torch.float16])
@@ -101,22 +107,10 @@ def test_kernel_decode_matches_reference(monkeypatch, cache_dtype, sequences, he
     qlens = np.ones(sequences, np.int64)
     num_blocks = sequences * 8 + 64
     arrays, t_act, tables = random_step(seq_lens, qlens, 128, num_blocks, 128, BLOCK, rng)
-    t_pad = len(arrays["output_index"])
     assert arrays["query_pos"].shape[1] == 1, "a decode step: a token a row"
     torch.manual_seed(1)
     cache = torch.randn(2, num_blocks * BLOCK, kv_heads, d).to(cache_dtype)
-    q = torch.randn(t_act, heads, d)
-    scale = d ** -0.5
-    expected = _reference(q.double(), cache.double(), tables, seq_lens, qlens, scale, window, cap)
-
-    impl = A.TpuPagedAttentionImpl(heads, d, scale, num_kv_heads=kv_heads, sliding_window=window,
-                                   logits_soft_cap=cap)
-    query = torch.zeros(t_pad, heads * d)
-    query[:t_act] = q.reshape(t_act, -1)
-    with torch.inference_mode(), torch_tpu.eager_mode("defer_and_fuse"):
-        meta = A._on_device(arrays, t_act)
-        output = torch.zeros(t_pad, heads * d, device="tpu")
-        impl.forward(None, query.to("tpu"), None, None, cache.to("tpu"), meta, output)
-        got = output.cpu()[:t_act].view(t_act, heads, d)
+    got, expected = _step_and_reference(arrays, t_act, tables, seq_lens, qlens, cache, heads, d, window, cap,
+                                        seed=2)
     assert len(ran) == 1 and ran[0] is not None, "the kernel ran the step"
-    torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
