@@ -46,6 +46,19 @@ def all_buckets(floor: int, cap: int) -> list[int]:
     return sizes + [cap]
 
 
+def with_midpoints(sizes: list[int], start: int, cap: int) -> list[int]:
+    """`sizes` (all_buckets') and, from `start` on, their 1.5x midpoints
+    below `cap`, ascending."""
+    return sorted(set(sizes) | {3 * s // 2 for s in sizes if s >= start and 3 * s // 2 < cap})
+
+
+def smallest_holding(sizes: list[int], n: int, cap: int) -> int:
+    """The smallest of `sizes` (ascending, up to `cap`) that holds n <= cap."""
+    if n > cap:
+        raise ValueError(f"vLLM on tpu: size {n} is over its limit {cap}")
+    return next(s for s in sizes if s >= n)
+
+
 TOKEN_FLOOR = 16
 FINE_TOKENS = 1024   # from here on token buckets are half an octave apart
 
@@ -53,17 +66,12 @@ FINE_TOKENS = 1024   # from here on token buckets are half an octave apart
 def token_sizes(max_tokens: int) -> list[int]:
     """The token counts a step is padded to, ascending (module docstring)."""
     cap = max(TOKEN_FLOOR, max_tokens)
-    sizes = all_buckets(TOKEN_FLOOR, cap)
-    halves = {3 * s // 2 for s in sizes if s >= FINE_TOKENS and 3 * s // 2 < cap}
-    return sorted(set(sizes) | halves)
+    return with_midpoints(all_buckets(TOKEN_FLOOR, cap), FINE_TOKENS, cap)
 
 
 def token_bucket(num_tokens: int, max_tokens: int) -> int:
     """The smallest of token_sizes() that holds num_tokens (<= max_tokens)."""
-    cap = max(TOKEN_FLOOR, max_tokens)
-    if num_tokens > cap:
-        raise ValueError(f"vLLM on tpu: size {num_tokens} is over its limit {cap}")
-    return next(s for s in token_sizes(max_tokens) if s >= num_tokens)
+    return smallest_holding(token_sizes(max_tokens), num_tokens, max(TOKEN_FLOOR, max_tokens))
 
 
 def query_layout(t_pad: int, max_seqs: int) -> tuple[int, int]:
@@ -86,16 +94,12 @@ def key_sizes(t_pad: int, max_seqs: int, max_blocks: int) -> list[int]:
     """The key lengths, in blocks, a step of t_pad tokens is padded to,
     ascending: powers of two, and for a decode step their 1.5x midpoints."""
     sizes = all_buckets(1, max_blocks)
-    if t_pad <= max_seqs:
-        sizes = sorted(set(sizes) | {3 * s // 2 for s in sizes if s > 1 and 3 * s // 2 < max_blocks})
-    return sizes
+    return with_midpoints(sizes, 2, max_blocks) if t_pad <= max_seqs else sizes
 
 
 def key_bucket(blocks: int, t_pad: int, max_seqs: int, max_blocks: int) -> int:
     """The smallest of key_sizes() that holds `blocks` (blocks <= max_blocks)."""
-    if blocks > max_blocks:
-        raise ValueError(f"vLLM on tpu: size {blocks} is over its limit {max_blocks}")
-    return next(s for s in key_sizes(t_pad, max_seqs, max_blocks) if s >= blocks)
+    return smallest_holding(key_sizes(t_pad, max_seqs, max_blocks), blocks, max_blocks)
 
 
 def step_buckets(max_tokens: int, max_seqs: int, max_blocks: int, block_size: int):
