@@ -30,6 +30,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/parallel.h"
+#include "kernels/vector16.h"
 #include "kernels/vector_exp.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -43,14 +44,9 @@ namespace {
 
 namespace ffi = xla::ffi;
 
-// Sixteen floats (GCC's vector extension), so that the block loops below keep
-// their accumulators in registers in each clone's instruction set. Loads and
-// stores are unaligned.
-typedef float V16 __attribute__((vector_size(64), aligned(4)));
+// Halves and quarters of a V16 (vector16.h), for its lane sums.
 typedef float V8 __attribute__((vector_size(32), aligned(4)));
 typedef float V4 __attribute__((vector_size(16), aligned(4)));
-__attribute__((always_inline)) inline V16 load16(const float* p) { return *reinterpret_cast<const V16*>(p); }
-__attribute__((always_inline)) inline void store16(float* p, V16 v) { *reinterpret_cast<V16*>(p) = v; }
 
 __attribute__((always_inline)) inline float sum16(V16 a) {
   const V8 b = __builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7) +

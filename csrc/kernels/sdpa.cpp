@@ -36,6 +36,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/parallel.h"
+#include "kernels/vector16.h"
 #include "kernels/vector_exp.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -77,12 +78,7 @@ void transpose_tile(const float* rows, int64_t n, int64_t width, float* t) {
     for (int64_t e = 0; e < width; ++e) t[e * kTk + j] = rows[j * width + e];
 }
 
-// Sixteen floats: GCC's vector extension, so that the accumulators of the
-// loops below stay in registers (four of them span a tile's 64 keys) in each
-// clone's instruction set. Loads and stores are unaligned.
-typedef float V16 __attribute__((vector_size(64), aligned(4)));
-V16 load16(const float* p) { return *reinterpret_cast<const V16*>(p); }
-void store16(float* p, V16 v) { *reinterpret_cast<V16*>(p) = v; }
+// Four V16 (vector16.h) span a tile's 64 keys.
 static_assert(kTk == 64, "the tile loops hold a tile's keys in four V16");
 
 // Up to four rows at once share each load of the tile: 16 accumulators.
