@@ -3,7 +3,9 @@ and the CPU: its custom call alone at many shapes (odd sizes, 1, empty dimension
 transposed operands, batches, f32 and bf16), and the matrix-product lowerings that emit
 it where csrc/lowering/gemm_kernel.cpp's table says it wins (nn.Linear forward and
 backward, bmm, matmul) in strict, defer_and_fuse and torch.compile(backend="tpu");
-TORCH_TPU_KERNELS=composite emits XLA's dot instead."""
+TORCH_TPU_KERNELS=composite emits XLA's dot instead. The table applies only on a CPU
+where MKL runs vectors as wide as XLA's (no AVX-512, or Intel's); TORCH_TPU_KERNELS=all
+applies it on any CPU, so that the kernel's lowering is tested everywhere."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -116,13 +118,33 @@ torch.testing.assert_close(got, F.linear(x, w, b), rtol={tol}, atol={tol})
 """
 
 
+def mkl_as_wide_as_xla():
+    """Read from /proc/cpuinfo: the CPU has no AVX-512, or it is Intel's (MKL takes its
+    AVX-512 code only there, while XLA compiles for the host's widest vectors)."""
+    with open("/proc/cpuinfo") as f:
+        info = f.read()
+    flags = next(line for line in info.splitlines() if line.startswith("flags")).split()
+    return "avx512f" not in flags or "GenuineIntel" in info
+
+
 def test_the_lowering_emits_the_kernel_where_it_wins_and_xla_dot_elsewhere(run_python):
-    assert count_products(run_python, LINEAR.format(dtype="float32", tol=1e-4)) == (1, 0)
+    assert count_products(run_python, LINEAR.format(dtype="float32", tol=1e-4), TORCH_TPU_KERNELS="all") == (1, 0)
     small = "a = torch.randn(4, 8).to('tpu'); print((a @ a.T).cpu())"
-    assert count_products(run_python, small) == (0, 1)
+    assert count_products(run_python, small, TORCH_TPU_KERNELS="all") == (0, 1)
     # Half-precision products stay with XLA (gemm_kernel.cpp's table has f32 rows only).
     for half in ("float16", "bfloat16"):
-        assert count_products(run_python, LINEAR.format(dtype=half, tol=0.1)) == (0, 1), half
+        assert count_products(run_python, LINEAR.format(dtype=half, tol=0.1), TORCH_TPU_KERNELS="all") == (0, 1), half
+
+
+def test_the_table_applies_where_mkl_is_as_wide_as_xla(run_python):
+    want = (1, 0) if mkl_as_wide_as_xla() else (0, 1)
+    assert count_products(run_python, LINEAR.format(dtype="float32", tol=1e-4)) == want
+
+
+def test_bad_kernels_value_names_the_choices(run_python):
+    r = run_python("import torch, torch_tpu\ntorch.ones(2, 2, device='tpu') @ torch.ones(2, 2, device='tpu')",
+                   TORCH_TPU_KERNELS="mkl")
+    assert r.returncode != 0 and "TORCH_TPU_KERNELS must be 'platform' (the default), 'composite' or 'all'" in r.stderr
 
 
 def test_composite_forces_xla_dot(run_python):
@@ -170,3 +192,13 @@ def test_attention_products(mode):
     with torch_tpu.eager_mode("strict" if mode == "compile" else mode):
         got = fn(q.to("tpu"), k.to("tpu"), v.to("tpu")).cpu()
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_kernel_lowering_in_every_mode_on_any_cpu(run_python):
+    """The tests above, through the kernel on a CPU where the table gives way to XLA's dot."""
+    if mkl_as_wide_as_xla():
+        pytest.skip("on this CPU the tests above already run the kernel")
+    code = (f"import sys, pytest\nsys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', {__file__!r}, "
+            "'-k', 'test_linear_forward_and_backward or test_attention_products']))")
+    r = run_python(code, timeout=900, TORCH_TPU_KERNELS="all")
+    assert r.returncode == 0 and " passed" in r.stdout, r.stdout[-4000:]

@@ -90,8 +90,11 @@ const Env& env() {
     r.fuse_max_ops = number("TORCH_TPU_FUSE_MAX_OPS", 4096);
     if (std::string k = get("TORCH_TPU_KERNELS"); k == "composite") {
       r.composite_kernels = true;
+    } else if (k == "all") {
+      r.all_kernels = true;
     } else if (!k.empty() && k != "platform") {
-      r.kernels_error = "TORCH_TPU_KERNELS must be 'platform' (the default) or 'composite' (got '" + k + "')";
+      r.kernels_error =
+          "TORCH_TPU_KERNELS must be 'platform' (the default), 'composite' or 'all' (got '" + k + "')";
     }
     r.log = get("TORCH_TPU_LOG");
     r.log_compile = ("," + r.log + ",").find(",compile,") != std::string::npos;
@@ -159,8 +162,12 @@ std::vector<EnvVarDoc> env_table() {
       {"TORCH_TPU_FUSE_MAX_OPS", "ops a deferred graph may hold before it is flushed",
        std::to_string(e.fuse_max_ops)},
       {"TORCH_TPU_KERNELS",
-       "composite: platform kernels (our FFI handlers inside programs) give way to the computations they replace",
-       e.kernels_error.empty() ? (e.composite_kernels ? "composite" : "platform") : get("TORCH_TPU_KERNELS")},
+       "composite: platform kernels (our FFI handlers inside programs) give way to the computations they replace; "
+       "all: kernels run also where this CPU's measurements chose the computation they replace",
+       !e.kernels_error.empty() ? get("TORCH_TPU_KERNELS")
+       : e.composite_kernels    ? "composite"
+       : e.all_kernels          ? "all"
+                                : "platform"},
       {"TORCH_TPU_LOG", "comma-separated log channels; compile: one stderr line per compilation",
        e.log},
       {"TORCH_TPU_PJRT_PLUGIN", "path of the PJRT plugin to load instead of discovering one",

@@ -21,6 +21,7 @@ struct Env {
   bool defer_and_fuse = false;      // TORCH_TPU_DEFER_AND_FUSE=1: start in defer_and_fuse mode
   bool dump_hlo = false;            // TORCH_TPU_DUMP_HLO=1: print each compiled module to stderr
   bool composite_kernels = false;   // TORCH_TPU_KERNELS=composite: no platform kernel, every fallback runs
+  bool all_kernels = false;         // TORCH_TPU_KERNELS=all: also where this CPU's measurements chose the fallback
   std::string kernels_error;        //   ... why its value is refused ("" when it is not)
   int64_t fuse_max_ops = 0;         // TORCH_TPU_FUSE_MAX_OPS: size bound of a deferred graph
   std::string log;                  // TORCH_TPU_LOG: comma-separated log channels ("compile")

@@ -16,7 +16,19 @@
 // dot everywhere. bf16 products went the other way (MKL's bf16 GEMM at
 // 1024 x 768 x 256: 0.35-0.65 of XLA's speed in NN and NT; TN 0.8-3.0):
 // they run XLA's dot.
+//
+// Those measurements were taken on a CPU without AVX-512, where XLA's dot and
+// MKL both run AVX2. MKL takes its AVX-512 code only on Intel CPUs; XLA
+// compiles for the host's widest vectors. On an AMD Zen 5 (AVX-512 at full
+// width, 2026-12-07) XLA's dot ran the GPT step's f32 products at 211-466
+// GFLOP/s against the kernel's 171-218 (`gemm_shapes.py --quick`: its time
+// 0.44-0.90x the kernel's), and the training step took 103-110 ms against
+// 153-163 (`compile.py`'s step, side by side). So the table applies only
+// where MKL's vectors are as wide as XLA's (TORCH_TPU_KERNELS=all: everywhere,
+// for tests and comparisons).
 #include "lowering/gemm_kernel.h"
+
+#include "common/env.h"
 
 namespace torch_tpu::lowering {
 
@@ -36,7 +48,14 @@ constexpr ShapeClass kKernelWins[] = {
     {E::F32, 32, int64_t(1) << 21},
 };
 
+// No AVX-512, or an Intel CPU (where MKL runs AVX-512 too).
+bool mkl_as_wide_as_xla() {
+  static const bool wide = !__builtin_cpu_supports("avx512f") || __builtin_cpu_is("intel");
+  return wide;
+}
+
 bool kernel_wins(E dtype, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  if (!mkl_as_wide_as_xla() && !env().all_kernels) return false;
   for (const ShapeClass& c : kKernelWins)
     if (c.dtype == dtype) return std::min({m, n, k}) >= c.min_side && batch * m * n * k >= c.min_work;
   return false;
@@ -49,9 +68,9 @@ std::optional<Value> gemm_kernel(Context& ctx, const Value& lhs, const Value& rh
   const size_t r = batched ? 1 : 0;
   const int64_t batch = batched ? lhs.shape()[0] : 1;
   const int64_t m = lhs.shape()[r], k = lhs.shape()[r + 1], n = rhs.shape()[r + 1];
-  if (lhs.dtype() != rhs.dtype() || !kernel_wins(lhs.dtype(), batch, m, n, k)) return std::nullopt;
+  // Asked first, so that a bad TORCH_TPU_KERNELS fails every product alike.
   std::string target = ctx.kernel_target("gemm");
-  if (target.empty()) return std::nullopt;
+  if (target.empty() || lhs.dtype() != rhs.dtype() || !kernel_wins(lhs.dtype(), batch, m, n, k)) return std::nullopt;
   // An operand that is a transpose goes in untransposed, with a flag: XLA
   // would have folded the transpose into its dot; the kernel reads either order.
   const std::vector<int64_t> swap = batched ? std::vector<int64_t>{0, 2, 1} : std::vector<int64_t>{1, 0};
