@@ -253,12 +253,26 @@ int64_t key_end(const Problem& p, int64_t last_row) {
 // ---- forward
 
 struct ForwardScratch {
-  std::vector<float> kt, s, acc, m, l;
-  explicit ForwardScratch(const Problem& p)
-      : kt(p.E * kTk), s(kTq * kTk), acc(kTq * p.Ev), m(kTq), l(kTq) {}
+  std::vector<float> s, acc, m, l;
+  explicit ForwardScratch(const Problem& p) : s(kTq * kTk), acc(kTq * p.Ev), m(kTq), l(kTq) {}
 };
 
-void forward_item(const Problem& p, int64_t item, ForwardScratch& w, float* out, float* lse) {
+// Every key tile transposed (transpose_tile) once per call, for all the
+// query tiles that read it (each forward item transposed the tiles it read
+// again, up to L / kTq times a tile). Tile j0 / kTk of (b, kvh) is at
+// ((b * Hk + kvh) * tiles + j0 / kTk) * E * kTk.
+struct KeyTiles {
+  int64_t tiles;
+  std::vector<float> t;
+  explicit KeyTiles(const Problem& p) : tiles((p.S + kTk - 1) / kTk), t(p.B * p.Hk * tiles * p.E * kTk) {}
+  float* tile(const Problem& p, int64_t bkvh, int64_t j0) { return &t[(bkvh * tiles + j0 / kTk) * p.E * kTk]; }
+  const float* tile(const Problem& p, int64_t bkvh, int64_t j0) const {
+    return &t[(bkvh * tiles + j0 / kTk) * p.E * kTk];
+  }
+};
+
+void forward_item(const Problem& p, const KeyTiles& keys, int64_t item, ForwardScratch& w, float* out,
+                  float* lse) {
   const int64_t tiles = (p.L + kTq - 1) / kTq;
   // The last query tiles see the most keys (causal): they go first.
   const int64_t qt = tiles - 1 - item % tiles, bh = item / tiles, b = bh / p.Hq, h = bh % p.Hq;
@@ -269,8 +283,7 @@ void forward_item(const Problem& p, int64_t item, ForwardScratch& w, float* out,
   const int64_t end = key_end(p, i0 + rows - 1);
   for (int64_t j0 = 0; j0 < end; j0 += kTk) {
     const int64_t n = std::min(kTk, p.S - j0);
-    transpose_tile(p.k_row(b, kvh, j0), n, p.E, w.kt.data());
-    rows_times_tile(p.q_row(b, h, i0), rows, w.kt.data(), p.E, p.scale, w.s.data());
+    rows_times_tile(p.q_row(b, h, i0), rows, keys.tile(p, b * p.Hk + kvh, j0), p.E, p.scale, w.s.data());
     for (int64_t r = 0; r < rows; ++r) {
       float* s = &w.s[r * kTk];
       mask_row(p, b, h, i0 + r, j0, n, s);
@@ -458,10 +471,23 @@ ffi::Error SdpaForward(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffe
   if (int64_t(out->element_count()) != p.B * p.Hq * p.L * p.Ev ||
       int64_t(lse->element_count()) != p.B * p.Hq * p.L)
     return ffi::Error::InvalidArgument("sdpa_forward: the results do not fit q and v");
+  std::unique_ptr<KeyTiles> keys;
+  try {
+    keys = std::make_unique<KeyTiles>(p);
+  } catch (const std::bad_alloc&) {
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted, "sdpa_forward: out of host memory for its scratch");
+  }
+  auto transpose = [&] {
+    return [&](int64_t i) {
+      const int64_t bkvh = i / keys->tiles, j0 = (i % keys->tiles) * kTk;
+      transpose_tile(p.k + (bkvh * p.S + j0) * p.E, std::min(kTk, p.S - j0), p.E, keys->tile(p, bkvh, j0));
+    };
+  };
+  run_items(pool, p.B * p.Hk * keys->tiles, 8, transpose);
   float* o = out->typed_data();
   float* x = lse->typed_data();
   auto make = [&] {
-    return [&, w = std::make_shared<ForwardScratch>(p)](int64_t i) { forward_item(p, i, *w, o, x); };
+    return [&, w = std::make_shared<ForwardScratch>(p)](int64_t i) { forward_item(p, *keys, i, *w, o, x); };
   };
   run_items(pool, p.B * p.Hq * ((p.L + kTq - 1) / kTq), 2, make);
   return ffi::Error::Success();
