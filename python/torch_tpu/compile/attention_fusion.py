@@ -58,13 +58,28 @@ _MASKED_FILL = ((torch.masked_fill,), ("masked_fill",))
 _SOFTMAX = ((torch.softmax, F.softmax), ("softmax",))
 _FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 _MAX_READS = 8  # of mask values by one graph
+
+
+def _host_has_avx512() -> bool:
+    """Whether Linux lists avx512f among this CPU's flags (False where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx512f" in line for line in f)
+    except OSError:
+        return False
+
+
 # Keys per query row from which the rewrite is made: below, the written-out
 # graph (its products on the GEMM kernel, its softmax fused by XLA) beats the
-# SDPA kernel's tiles or ties with them. `python3 benchmarks/compile.py
-# --attention 128,256,512` (causal forward and backward, 32 heads of 64; load
-# 10-18, 2026-12-06) gave the fused form 0.97-2.01x the written-out form's
-# time at 128 keys (four runs), 0.64-1.08x at 256, 0.75x at 512.
-MIN_KEYS = 256
+# SDPA kernel's tiles or ties with them. On a CPU without AVX-512,
+# `python3 benchmarks/compile.py --attention 128,256,512` (causal forward and
+# backward, 32 heads of 64; load 10-18, 2026-12-06) gave the fused form
+# 0.97-2.01x the written-out form's time at 128 keys (four runs), 0.64-1.08x at
+# 256, 0.75x at 512. On an AMD Zen 5 (AVX-512, 2026-12-07, load 3.4-4.6) the
+# same sweep gave 0.73-1.02x at 128 (five runs), and the GPT training step of
+# `benchmarks/compile.py --sizes issue` (128 keys) ran 1.04-1.14x the speed
+# fused (four pairs of processes, the same loss).
+MIN_KEYS = 128 if _host_has_avx512() else 256
 
 
 def _is(node, kinds) -> bool:
