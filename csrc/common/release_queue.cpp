@@ -29,11 +29,16 @@ class ReleaseQueue {
     }
   }
 
+  // Asks again after every wake-up: a push that lands after the thread found
+  // its queue empty (and stopped draining) but before this wakes does not
+  // signal the thread, which would then wait for a batch while this waits for it.
   void drain() {
     std::unique_lock<std::mutex> lock(mu_);
-    draining_ = true;
-    wake_.notify_one();
-    done_.wait(lock, [&] { return queue_.empty() && idle_; });
+    while (!(queue_.empty() && idle_)) {
+      draining_ = true;
+      wake_.notify_one();
+      done_.wait(lock);
+    }
   }
 
  private:
