@@ -30,7 +30,12 @@ sdpa and eager attention, each with the same fp8 reference, differ that much
 implementations need agree. So each test measures the reference's own
 spread (sdpa against eager) and asserts: vLLM on tpu is as close to the
 reference as that spread, much closer than to the unquantized model, and
-makes the reference's greedy choice wherever its margin exceeds the spread.
+makes the reference's greedy choice wherever its margin exceeds twice the
+spread: the spread is one token's logprob, a margin the difference of two,
+each of which may move that much. (With the spread once, a step failed on an
+AMD Zen 5: fp8_per_tensor's margin 0.285 over a spread of at most 0.235, tpu's
+logprob of its token 0.12 from the reference's and its mean distance 0.065
+against the spread's mean 0.074, with the GEMM kernel or XLA's dot alike.)
 The logprobs are teacher-forced on vLLM's tokens, step by step through the
 KV cache as vLLM runs them, so decode steps (with their padding rows) count.
 """
@@ -135,7 +140,7 @@ def _agrees_with_reference(got, prompts, ref, other, plain):
     # Where the reference's two attentions choose differently, no choice is
     # the reference's (fp8_per_block: once at a margin of 0.32 over a spread
     # of at most 0.30).
-    decided = (top2[:, 0] - top2[:, 1] > spread.max()) & (argmax == torch.cat([rows.argmax(-1) for rows in other]))
+    decided = (top2[:, 0] - top2[:, 1] > 2 * spread.max()) & (argmax == torch.cat([rows.argmax(-1) for rows in other]))
     chosen = torch.tensor([t for ts in tokens for t in ts])
     assert decided.sum() >= 10, "too few decided steps to compare"
     wrong = (decided & (chosen != argmax)).nonzero().flatten().tolist()
