@@ -265,10 +265,9 @@ struct KeyTiles {
   int64_t tiles;
   std::vector<float> t;
   explicit KeyTiles(const Problem& p) : tiles((p.S + kTk - 1) / kTk), t(p.B * p.Hk * tiles * p.E * kTk) {}
-  float* tile(const Problem& p, int64_t bkvh, int64_t j0) { return &t[(bkvh * tiles + j0 / kTk) * p.E * kTk]; }
-  const float* tile(const Problem& p, int64_t bkvh, int64_t j0) const {
-    return &t[(bkvh * tiles + j0 / kTk) * p.E * kTk];
-  }
+  int64_t at(const Problem& p, int64_t bkvh, int64_t j0) const { return (bkvh * tiles + j0 / kTk) * p.E * kTk; }
+  float* tile(const Problem& p, int64_t bkvh, int64_t j0) { return &t[at(p, bkvh, j0)]; }
+  const float* tile(const Problem& p, int64_t bkvh, int64_t j0) const { return &t[at(p, bkvh, j0)]; }
 };
 
 void forward_item(const Problem& p, const KeyTiles& keys, int64_t item, ForwardScratch& w, float* out,
@@ -480,7 +479,7 @@ ffi::Error SdpaForward(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffe
   auto transpose = [&] {
     return [&](int64_t i) {
       const int64_t bkvh = i / keys->tiles, j0 = (i % keys->tiles) * kTk;
-      transpose_tile(p.k + (bkvh * p.S + j0) * p.E, std::min(kTk, p.S - j0), p.E, keys->tile(p, bkvh, j0));
+      transpose_tile(p.k_row(bkvh / p.Hk, bkvh % p.Hk, j0), std::min(kTk, p.S - j0), p.E, keys->tile(p, bkvh, j0));
     };
   };
   run_items(pool, p.B * p.Hk * keys->tiles, 8, transpose);
