@@ -116,11 +116,18 @@ def main(spec):
                             "sampled_steps": _sampled_steps(llm),
                             "patched_steps": _patched_steps(llm),
                             "async_scheduling": llm.llm_engine.vllm_config.scheduler_config.async_scheduling,
+                            "device_thread_nice": _device_thread_nice(),
                             "kv_caches": llm.collective_rpc(_kv_caches)[0] if spec.get("kv_caches") else None})
     if parallel:
         # The workers' exit logs would otherwise follow the JSON line.
         llm.llm_engine.engine_core.shutdown()
     print(json_line)
+
+
+def _device_thread_nice():
+    """The nice values of this process's XLA CPU plugin worker threads."""
+    return sorted({os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir("/proc/self/task")
+                   if open(f"/proc/self/task/{t}/comm").read().startswith("tf_XLA")})
 
 
 _COUNTERS = ("cache_misses", "donated_buffers", "graphs_compiled", "graphs_launched")

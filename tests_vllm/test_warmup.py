@@ -36,14 +36,17 @@ def test_decode_keys_pad_to_half_octaves():
         key_bucket(65, 32, max_seqs, max_blocks)
 
 
-def test_large_steps_pad_to_half_octaves():
-    # Up to 1024 tokens a step pads to a power of two; past it, also to 1.5
-    # times one, so a step of 2176 tokens (32 prompts) runs 3072 wide, not 4096.
-    sizes = {n: token_bucket(n, 8192) for n in (1, 17, 33, 600, 1024, 1025, 1537, 2176, 3073, 6145, 8192)}
-    assert sizes == {1: 16, 17: 32, 33: 64, 600: 1024, 1024: 1024, 1025: 1536, 1537: 2048, 2176: 3072,
-                     3073: 4096, 6145: 8192, 8192: 8192}
+def test_large_steps_pad_to_quarter_octaves():
+    # Up to 512 tokens a step pads to a power of two; past it, also to 1.25,
+    # 1.5 and 1.75 times one, so a step of 2176 tokens (32 prompts) runs 2560
+    # wide, not 3072 (with half octaves) or 4096.
+    sizes = {n: token_bucket(n, 8192) for n in (1, 17, 33, 300, 512, 513, 600, 1025, 1537, 2176, 2561,
+                                                3073, 6145, 7169, 8192)}
+    assert sizes == {1: 16, 17: 32, 33: 64, 300: 512, 512: 512, 513: 640, 600: 640, 1025: 1280,
+                     1537: 1792, 2176: 2560, 2561: 3072, 3073: 3584, 6145: 7168, 7169: 8192, 8192: 8192}
     assert token_bucket(2900, 3000) == 3000              # the cap is a size of its own
     assert token_bucket(1500, 3000) == 1536
+    assert token_bucket(2600, 3000) == 3000              # 3072 is past the cap
     with pytest.raises(ValueError, match="over its limit"):
         token_bucket(8193, 8192)
 
@@ -87,6 +90,8 @@ def test_no_program_compiled_after_warmup(models):
     assert got["cache_misses"] == 0
     bad = [i for i, (a, b) in enumerate(zip(got["tokens"], expected)) if a != b]
     assert not bad, f"prompts {bad} differ"
+    # One worker, in the engine's process: the plugin's threads yield to it (worker.py).
+    assert got["device_thread_nice"] == [5]
 
 
 @pytest.mark.slow

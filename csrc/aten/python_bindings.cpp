@@ -101,6 +101,8 @@ PYBIND11_MODULE(_C, m) {
     d["plugin_attributes"] = attributes;
     return d;
   });
+  m.def("_set_device_thread_nice", [](int nice) { rt().set_device_thread_nice(nice); },
+        "The plugin's worker threads' nice value, unless TORCH_TPU_DEVICE_THREAD_NICE sets it");
   m.def("_device_info", [](int i) {
     auto info = aten::translate_errors([&] { return rt().client().device_info(i); });
     py::dict d;

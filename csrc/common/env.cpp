@@ -60,6 +60,16 @@ std::string parse_visible_chips(const std::string& v, std::vector<int64_t>& chip
   }
 }
 
+// A nice value (-20..19), or nullopt.
+std::optional<int> nice_value(const std::string& v) {
+  const size_t sign = !v.empty() && v[0] == '-' ? 1 : 0;
+  if (v.size() == sign || v.size() > sign + 2 || v.find_first_not_of("0123456789", sign) != std::string::npos)
+    return std::nullopt;
+  const int n = std::stoi(v);
+  if (n < -20 || n > 19) return std::nullopt;
+  return n;
+}
+
 std::string joined(const std::vector<int64_t>& values) {
   std::string text;
   for (int64_t v : values) text += (text.empty() ? "" : ",") + std::to_string(v);
@@ -86,6 +96,14 @@ const Env& env() {
     r.debug_compare_cpu = flag("TORCH_TPU_DEBUG_COMPARE_CPU");
     r.debug_nans = flag("TORCH_TPU_DEBUG_NANS");
     r.defer_and_fuse = flag("TORCH_TPU_DEFER_AND_FUSE");
+    if (std::string v = get("TORCH_TPU_DEVICE_THREAD_NICE"); !v.empty()) {
+      if (auto n = nice_value(v)) {
+        r.device_thread_nice = *n;
+      } else {
+        r.device_thread_nice_error =
+            "TORCH_TPU_DEVICE_THREAD_NICE must be a nice value, a whole number from -20 to 19 (got '" + v + "')";
+      }
+    }
     r.dump_hlo = flag("TORCH_TPU_DUMP_HLO");
     r.fuse_max_ops = number("TORCH_TPU_FUSE_MAX_OPS", 4096);
     if (std::string k = get("TORCH_TPU_KERNELS"); k == "composite") {
@@ -158,6 +176,12 @@ std::vector<EnvVarDoc> env_table() {
       {"TORCH_TPU_DEBUG_NANS", "1: debug mode raises at the first op that produces NaN or Inf",
        b(e.debug_nans)},
       {"TORCH_TPU_DEFER_AND_FUSE", "1: start in the defer_and_fuse eager mode", b(e.defer_and_fuse)},
+      {"TORCH_TPU_DEVICE_THREAD_NICE",
+       "nice value (-20..19) of the plugin's worker threads, which run programs; unset: left as started, except "
+       "vLLM on tpu on XLA's CPU plugin with one worker, which sets 5 so that its host work goes first",
+       !e.device_thread_nice_error.empty() ? get("TORCH_TPU_DEVICE_THREAD_NICE")
+       : e.device_thread_nice              ? std::to_string(*e.device_thread_nice)
+                                           : ""},
       {"TORCH_TPU_DUMP_HLO", "1: print every StableHLO module before it is compiled", b(e.dump_hlo)},
       {"TORCH_TPU_FUSE_MAX_OPS", "ops a deferred graph may hold before it is flushed",
        std::to_string(e.fuse_max_ops)},

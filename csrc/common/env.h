@@ -19,6 +19,8 @@ struct Env {
   bool debug_compare_cpu = false;   // TORCH_TPU_DEBUG_COMPARE_CPU=1: debug mode checks each op on the CPU
   bool debug_nans = false;          // TORCH_TPU_DEBUG_NANS=1: debug mode raises at the first NaN/Inf
   bool defer_and_fuse = false;      // TORCH_TPU_DEFER_AND_FUSE=1: start in defer_and_fuse mode
+  std::optional<int> device_thread_nice;  // TORCH_TPU_DEVICE_THREAD_NICE: the plugin's worker threads' nice value
+  std::string device_thread_nice_error;   //   ... why its value is refused ("" when it is not)
   bool dump_hlo = false;            // TORCH_TPU_DUMP_HLO=1: print each compiled module to stderr
   bool composite_kernels = false;   // TORCH_TPU_KERNELS=composite: no platform kernel, every fallback runs
   bool all_kernels = false;         // TORCH_TPU_KERNELS=all: also where this CPU's measurements chose the fallback

@@ -8,6 +8,7 @@
 #include "common/fork_guard.h"
 #include "common/interrupt.h"
 #include "common/release_queue.h"
+#include "common/thread_priority.h"
 
 namespace torch_tpu::pjrt {
 
@@ -380,8 +381,10 @@ Client::Client(std::shared_ptr<Plugin> plugin, const CreateOptions& options)
   create.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
   create.create_options = named.empty() ? nullptr : named.data();
   create.num_options = named.size();
+  const std::vector<int> threads_before = thread_ids();
   check(api, api->PJRT_Client_Create(&create), "Client_Create");
   client_ = create.client;
+  worker_threads_ = started_between(threads_before, thread_ids());
 
   PJRT_Client_AddressableDevices_Args devs{};
   devs.struct_size = PJRT_Client_AddressableDevices_Args_STRUCT_SIZE;

@@ -130,6 +130,10 @@ class Client {
   std::string platform_name() const;
   std::string platform_version() const;
   int device_count() const { return static_cast<int>(devices_.size()); }
+  // The threads the plugin started while it created this client (its
+  // worker pools), by kernel thread id; the runtime creates its client
+  // before it starts threads of its own.
+  const std::vector<int>& worker_threads() const { return worker_threads_; }
   // Keeps only the addressable devices at `indices` (each valid, each once),
   // in that order: they become devices 0, 1... of every call below.
   void keep_devices(const std::vector<int>& indices);
@@ -175,6 +179,7 @@ class Client {
   PJRT_Client* client_ = nullptr;
   std::vector<PJRT_Device*> devices_;       // addressable
   std::vector<PJRT_Memory*> memories_;      // default memory of each device
+  std::vector<int> worker_threads_;
 };
 
 // The runtime's client: on XLA's CPU plugin with `cpu_devices` devices (its

@@ -9,6 +9,8 @@
 #include "common/error.h"
 #include "common/fork_guard.h"
 #include "common/release_queue.h"
+#include "common/thread_priority.h"
+#include "common/warning.h"
 #include "pjrt/discovery.h"
 #include "runtime/counters.h"
 #include "runtime/device_buffer.h"
@@ -49,15 +51,24 @@ Runtime& Runtime::get() {
     const DeviceEnv& devices = device_env();
     TPU_CHECK(devices.cpu_devices_error.empty(), ErrorKind::Runtime, devices.cpu_devices_error);
     TPU_CHECK(devices.visible_chips_error.empty(), ErrorKind::Runtime, devices.visible_chips_error);
+    TPU_CHECK(env().device_thread_nice_error.empty(), ErrorKind::Runtime, env().device_thread_nice_error);
     pjrt::PluginChoice choice = pjrt::discover_plugin(env().pjrt_plugin, package_roots());
     auto plugin = pjrt::Plugin::load(choice);
     auto client = pjrt::create_client(std::move(plugin), devices.cpu_devices);
     select_visible_chips(*client);
     auto* made = new Runtime(std::move(client));
+    made->set_device_thread_nice(std::nullopt);
     arm_fork_guard();
     instance.store(made, std::memory_order_release);
   }
   return *instance.load(std::memory_order_relaxed);
+}
+
+void Runtime::set_device_thread_nice(std::optional<int> fallback) {
+  const std::optional<int> nice = env().device_thread_nice ? env().device_thread_nice : fallback;
+  if (!nice) return;
+  const std::string refused = set_nice(client_->worker_threads(), *nice);
+  if (!refused.empty()) warn_once("device_thread_nice", "torch_tpu: " + refused);
 }
 
 void Runtime::check_device(int device) const {

@@ -6,6 +6,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -63,6 +64,10 @@ class Runtime {
   // concurrently, so the newest one finishing proves nothing).
   void note_launch(std::unique_ptr<pjrt::Event> done);
   void synchronize(int device);
+  // Gives the plugin's worker threads TORCH_TPU_DEVICE_THREAD_NICE's value,
+  // or `fallback` where it is unset (none: leaves them); a refusal (a lower
+  // value than they have, without privilege) is a warning, not an error.
+  void set_device_thread_nice(std::optional<int> fallback);
   // Launches not finished yet (does not wait).
   int64_t launches_in_progress() const;
 

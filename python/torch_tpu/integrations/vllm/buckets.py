@@ -4,12 +4,12 @@ XLA programs have static shapes, and a step runs as one fused program per
 distinct set of input shapes. A step's shapes depend on two padded sizes only:
 
 - the token count T, padded to a power of two (at least 16, at most
-  max_num_batched_tokens), and from 1024 tokens also to 1.5 times one
-  (`token_sizes`): a step that large is mostly its matmuls, whose time
-  grows with the padded tokens (the benchmark's prefill steps of 32 prompts,
-  about 2200 tokens, ran 4096 tokens wide, now 3072); the sequence count and the
-  query layout of attention are functions of T (`query_layout`), not sizes
-  of their own;
+  max_num_batched_tokens), and from 512 tokens also to 1.25, 1.5 and 1.75
+  times one (`token_sizes`): a step that large is mostly its matmuls, whose
+  time grows with the padded tokens (the benchmark's prefill steps of 32
+  prompts, 1900-2330 tokens, ran 3072 wide with only the 1.5x size, now
+  2048 or 2560); the sequence count and the query layout of attention are
+  functions of T (`query_layout`), not sizes of their own;
 - the key length, in cache blocks, of the longest sequence, padded to a power
   of two (at most the blocks of max_model_len); in a decode step (at most
   max_num_seqs tokens, a token a row) also to 1.5 times a power of two
@@ -22,7 +22,7 @@ The reachable set is then |T buckets| x |key buckets| (less the pairs no batch
 can make, `step_buckets`), about log2(max_num_batched_tokens) x
 log2(max_model_len / block_size): tens of programs, few enough for a warm-up
 to compile every one at start-up. Padding wastes under half of a step of
-fewer than 1024 tokens, under a third of a larger one, and under a third of
+fewer than 512 tokens, under a fifth of a larger one, and under a third of
 a decode step's keys.
 """
 
@@ -46,10 +46,12 @@ def all_buckets(floor: int, cap: int) -> list[int]:
     return sizes + [cap]
 
 
-def with_midpoints(sizes: list[int], start: int, cap: int) -> list[int]:
-    """`sizes` (all_buckets') and, from `start` on, their 1.5x midpoints
-    below `cap`, ascending."""
-    return sorted(set(sizes) | {3 * s // 2 for s in sizes if s >= start and 3 * s // 2 < cap})
+def with_steps(sizes: list[int], start: int, cap: int, parts: int) -> list[int]:
+    """`sizes` (all_buckets') and, from `start` on, the sizes that cut each
+    octave into `parts` equal steps (parts=2: the 1.5x midpoints), below
+    `cap`, ascending."""
+    inner = {s * (parts + k) // parts for s in sizes if s >= start for k in range(1, parts)}
+    return sorted(set(sizes) | {s for s in inner if s < cap})
 
 
 def smallest_holding(sizes: list[int], n: int, cap: int) -> int:
@@ -60,13 +62,13 @@ def smallest_holding(sizes: list[int], n: int, cap: int) -> int:
 
 
 TOKEN_FLOOR = 16
-FINE_TOKENS = 1024   # from here on token buckets are half an octave apart
+FINE_TOKENS = 512   # from here on token buckets are a quarter of an octave apart
 
 
 def token_sizes(max_tokens: int) -> list[int]:
     """The token counts a step is padded to, ascending (module docstring)."""
     cap = max(TOKEN_FLOOR, max_tokens)
-    return with_midpoints(all_buckets(TOKEN_FLOOR, cap), FINE_TOKENS, cap)
+    return with_steps(all_buckets(TOKEN_FLOOR, cap), FINE_TOKENS, cap, 4)
 
 
 def token_bucket(num_tokens: int, max_tokens: int) -> int:
@@ -94,7 +96,7 @@ def key_sizes(t_pad: int, max_seqs: int, max_blocks: int) -> list[int]:
     """The key lengths, in blocks, a step of t_pad tokens is padded to,
     ascending: powers of two, and for a decode step their 1.5x midpoints."""
     sizes = all_buckets(1, max_blocks)
-    return with_midpoints(sizes, 2, max_blocks) if t_pad <= max_seqs else sizes
+    return with_steps(sizes, 2, max_blocks, 2) if t_pad <= max_seqs else sizes
 
 
 def key_bucket(blocks: int, t_pad: int, max_seqs: int, max_blocks: int) -> int:
