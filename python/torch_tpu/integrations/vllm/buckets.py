@@ -25,6 +25,7 @@ to compile every one at start-up. Padding wastes under half of a step of
 fewer than 512 tokens, under a fifth of a larger one, and under a third of
 a decode step's keys.
 """
+import functools
 
 
 def bucket(n: int, floor: int, cap: int) -> int:
@@ -54,7 +55,7 @@ def with_steps(sizes: list[int], start: int, cap: int, parts: int) -> list[int]:
     return sorted(set(sizes) | {s for s in inner if s < cap})
 
 
-def smallest_holding(sizes: list[int], n: int, cap: int) -> int:
+def smallest_holding(sizes, n: int, cap: int) -> int:
     """The smallest of `sizes` (ascending, up to `cap`) that holds n <= cap."""
     if n > cap:
         raise ValueError(f"vLLM on tpu: size {n} is over its limit {cap}")
@@ -65,10 +66,11 @@ TOKEN_FLOOR = 16
 FINE_TOKENS = 512   # from here on token buckets are a quarter of an octave apart
 
 
-def token_sizes(max_tokens: int) -> list[int]:
+@functools.cache   # asked at every step
+def token_sizes(max_tokens: int) -> tuple[int, ...]:
     """The token counts a step is padded to, ascending (module docstring)."""
     cap = max(TOKEN_FLOOR, max_tokens)
-    return with_steps(all_buckets(TOKEN_FLOOR, cap), FINE_TOKENS, cap, 4)
+    return tuple(with_steps(all_buckets(TOKEN_FLOOR, cap), FINE_TOKENS, cap, 4))
 
 
 def token_bucket(num_tokens: int, max_tokens: int) -> int:
@@ -92,11 +94,12 @@ def query_layout(t_pad: int, max_seqs: int) -> tuple[int, int]:
     return -(-t_pad // chunk) + max_seqs, chunk
 
 
-def key_sizes(t_pad: int, max_seqs: int, max_blocks: int) -> list[int]:
+@functools.cache   # asked at every step
+def key_sizes(t_pad: int, max_seqs: int, max_blocks: int) -> tuple[int, ...]:
     """The key lengths, in blocks, a step of t_pad tokens is padded to,
     ascending: powers of two, and for a decode step their 1.5x midpoints."""
     sizes = all_buckets(1, max_blocks)
-    return with_steps(sizes, 2, max_blocks, 2) if t_pad <= max_seqs else sizes
+    return tuple(with_steps(sizes, 2, max_blocks, 2) if t_pad <= max_seqs else sizes)
 
 
 def key_bucket(blocks: int, t_pad: int, max_seqs: int, max_blocks: int) -> int:
