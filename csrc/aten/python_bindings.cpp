@@ -13,9 +13,10 @@
 #include "aten/origin.h"
 #include "aten/pinned_memory.h"
 #include "aten/tensor_bridge.h"
+#include "aten/tolerance.h"
 #include "common/env.h"
 #include "common/fork_guard.h"
-#include "aten/tolerance.h"
+#include "common/host_cpu.h"
 #include "common/warning.h"
 #include "lowering/registry.h"
 #include "runtime/auto_dynamic.h"
@@ -101,6 +102,12 @@ PYBIND11_MODULE(_C, m) {
     d["plugin_attributes"] = attributes;
     return d;
   });
+  m.def("_host_cpu", []() {
+    py::dict d;
+    d["avx512f"] = host_has_avx512f();
+    d["intel"] = host_is_intel();
+    return d;
+  }, "The host CPU's features that kernel choices depend on (common/host_cpu.h)");
   m.def("_set_device_thread_nice", [](int nice) { rt().set_device_thread_nice(nice); },
         "The plugin's worker threads' nice value, unless TORCH_TPU_DEVICE_THREAD_NICE sets it");
   m.def("_device_info", [](int i) {

@@ -29,6 +29,7 @@
 #include "lowering/gemm_kernel.h"
 
 #include "common/env.h"
+#include "common/host_cpu.h"
 
 namespace torch_tpu::lowering {
 
@@ -49,10 +50,7 @@ constexpr ShapeClass kKernelWins[] = {
 };
 
 // No AVX-512, or an Intel CPU (where MKL runs AVX-512 too).
-bool mkl_as_wide_as_xla() {
-  static const bool wide = !__builtin_cpu_supports("avx512f") || __builtin_cpu_is("intel");
-  return wide;
-}
+bool mkl_as_wide_as_xla() { return !host_has_avx512f() || host_is_intel(); }
 
 bool kernel_wins(E dtype, int64_t batch, int64_t m, int64_t n, int64_t k) {
   if (!mkl_as_wide_as_xla() && !env().all_kernels) return false;

@@ -47,6 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch.fx.node import map_arg
 
+from .. import _C
 from ..kernels import platform
 
 _MATMUL = ((operator.matmul, torch.matmul), ("matmul",))
@@ -60,15 +61,6 @@ _FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 _MAX_READS = 8  # of mask values by one graph
 
 
-def _host_has_avx512() -> bool:
-    """Whether Linux lists avx512f among this CPU's flags (False where it cannot be read)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and " avx512f" in line for line in f)
-    except OSError:
-        return False
-
-
 # Keys per query row from which the rewrite is made: below, the written-out
 # graph (its products on the GEMM kernel, its softmax fused by XLA) beats the
 # SDPA kernel's tiles or ties with them. On a CPU without AVX-512,
@@ -79,7 +71,7 @@ def _host_has_avx512() -> bool:
 # same sweep gave 0.73-1.02x at 128 (five runs), and the GPT training step of
 # `benchmarks/compile.py --sizes issue` (128 keys) ran 1.04-1.14x the speed
 # fused (four pairs of processes, the same loss).
-MIN_KEYS = 128 if _host_has_avx512() else 256
+MIN_KEYS = 128 if _C._host_cpu()["avx512f"] else 256
 
 
 def _is(node, kinds) -> bool:
