@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/kernels.h"
 #include "kernels/parallel.h"
 #include "kernels/vector16.h"
 #include "kernels/vector_exp.h"
@@ -18,7 +19,7 @@ namespace ffi = xla::ffi;
 
 namespace {
 
-constexpr int64_t kBlock = 16, kColumnChunk = 1024;
+constexpr int64_t kBlock = kBlockSumRows, kColumnChunk = 1024;
 
 // dst[c0:c1] = the sum of rows r0..r1-1 of `in` in order, 64 columns at a
 // time held in four V16 (vector16.h) across the rows: one load per row and

@@ -8,6 +8,7 @@
 // runs where.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct Kernel {
   std::string replaces;  // where the fallback lives, for docs and messages
   std::vector<Handler> handlers;
 };
+
+// The rows block_sum sums into one (kernels/block_sum.cpp); its lowering
+// (lowering/sum_kernel.cpp) shapes the kernel's result by it.
+constexpr int64_t kBlockSumRows = 16;
 
 // Every platform kernel, sorted by name.
 const std::vector<Kernel>& table();

@@ -12,6 +12,8 @@
 // bias gradient's GELU backward twice, and the GPT step ran slower.
 #include "lowering/sum_kernel.h"
 
+#include "kernels/kernels.h"
+
 namespace torch_tpu::lowering {
 
 namespace {
@@ -31,7 +33,7 @@ constexpr SumClass kKernelWins[] = {
     {E::F32, 256, 64},
 };
 
-constexpr int64_t kBlock = 16;  // kernels/block_sum.cpp's
+constexpr int64_t kBlock = kernels::kBlockSumRows;
 
 bool kernel_wins(E dtype, int64_t rows, int64_t columns) {
   for (const SumClass& c : kKernelWins)
