@@ -131,8 +131,9 @@ class Client {
   std::string platform_version() const;
   int device_count() const { return static_cast<int>(devices_.size()); }
   // The threads the plugin started while it created this client (its
-  // worker pools), by kernel thread id; the runtime creates its client
-  // before it starts threads of its own.
+  // worker pools), by kernel thread id: those that appeared during
+  // PJRT_Client_Create (one another part of the process started meanwhile
+  // would count too).
   const std::vector<int>& worker_threads() const { return worker_threads_; }
   // Keeps only the addressable devices at `indices` (each valid, each once),
   // in that order: they become devices 0, 1... of every call below.
