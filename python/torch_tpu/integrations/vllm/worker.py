@@ -679,7 +679,7 @@ class TpuWorker(CPUWorker):
         # Each worker process has its own PJRT client: with one device per
         # process (XLA's CPU plugin) every rank's device is its tpu:0.
         torch.tpu.set_device(self.local_rank % torch.tpu.device_count())
-        if self.parallel_config.world_size == 1 and torch_tpu._C._platform()["platform_name"] == "cpu":
+        if self.parallel_config.world_size == 1 and torch_tpu.platform()["platform_name"] == "cpu":
             # The plugin's workers run each step's program on the cores where
             # the engine's Python, in this process, prepares the next step,
             # the longer of the two: with their nice value above the engine's
